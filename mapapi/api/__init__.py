@@ -1,0 +1,11 @@
+"""The v1 API: one blueprint per resource, all under ``/api/v1``."""
+
+from flask import Flask
+
+from ..auth import API_PREFIX
+from . import categories, keys, layers, locations, maps, tags
+
+
+def register_blueprints(app: Flask) -> None:
+    for module in (maps, locations, categories, tags, layers, keys):
+        app.register_blueprint(module.bp, url_prefix=API_PREFIX)

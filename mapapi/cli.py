@@ -1,0 +1,187 @@
+"""The ``mapapi`` command: serve the API and manage accounts and keys.
+
+Every failure is one line on stderr and exit status 1; ``keys create``
+prints the secret alone on stdout so that ``KEY=$(mapapi keys create ...)``
+works.
+"""
+
+import logging
+import sys
+from functools import wraps
+
+import click
+from flask import current_app
+from flask.cli import FlaskGroup, with_appcontext
+from sqlalchemy.exc import IntegrityError
+
+from .config import bootstrap_enabled
+from .errors import APIError
+from .extensions import db
+from .schemas import SCOPES
+from .services import accounts as account_service
+from .services.keys import issue_key, listed_keys, revoke_key
+from .timeutil import format_timestamp, parse_timestamp, utcnow
+
+
+def operator_command(function):
+    """Commit on success; turn our errors into one line on stderr and exit 1."""
+
+    @wraps(function)
+    @with_appcontext
+    def run(*args, **kwargs):
+        try:
+            result = function(*args, **kwargs)
+            db.session.commit()
+            return result
+        except APIError as error:
+            db.session.rollback()
+            raise click.ClickException(error.message) from None
+        except IntegrityError:
+            db.session.rollback()
+            raise click.ClickException("That conflicts with existing data.") from None
+
+    return run
+
+
+def parse_moment(value: str | None, option: str, *, future: bool = True):
+    """``--until`` and ``--expires-at``: an ISO 8601 date-time in the future."""
+    if value is None:
+        return None
+    try:
+        moment = parse_timestamp(value)
+    except ValueError:
+        raise click.ClickException(f"{option} is not an ISO 8601 date-time: {value!r}.") from None
+    if future and moment <= utcnow():
+        raise click.ClickException(f"{option} must be in the future.")
+    return moment
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--threads", default=8, show_default=True, type=int)
+@with_appcontext
+def serve_command(host, port, threads):
+    """Run the API under waitress."""
+    import waitress
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = current_app._get_current_object()
+    db.create_all()
+    if bootstrap_enabled(app.config["BOOTSTRAP"]):
+        secret = account_service.bootstrap()
+        db.session.commit()
+        if secret:
+            click.echo(
+                f"First run: created the account {account_service.BOOTSTRAP_EMAIL} and this "
+                "READ_WRITE API key (shown once):",
+                err=True,
+            )
+            click.echo(secret)
+            sys.stdout.flush()
+    db.session.remove()
+    waitress.serve(app, host=host, port=port, threads=threads)
+
+
+@click.group("accounts")
+def accounts_group():
+    """Create and list accounts, and change their plans."""
+
+
+@accounts_group.command("create")
+@click.argument("email")
+@click.option("--plan", default="pro", show_default=True, help="pro or free")
+@click.option("--until", help="ISO 8601 date-time after which the plan counts as free")
+@operator_command
+def create_account(email, plan, until):
+    """Create an account and print its id."""
+    account = account_service.create_account(email, plan, parse_moment(until, "--until"))
+    click.echo(account.id)
+
+
+@accounts_group.command("set-plan")
+@click.argument("email")
+@click.argument("plan")
+@click.option("--until", help="ISO 8601 date-time after which the plan counts as free")
+@operator_command
+def set_plan(email, plan, until):
+    """Change an account's plan (pro or free)."""
+    account_service.set_plan(email, plan, parse_moment(until, "--until"))
+
+
+@accounts_group.command("list")
+@operator_command
+def list_accounts():
+    """One line per account: id, email, plan, plan end."""
+    for account in account_service.all_accounts():
+        click.echo(
+            "\t".join(
+                (account.id, account.email, account.plan, format_timestamp(account.plan_until) or "-")
+            )
+        )
+
+
+@click.group("keys")
+def keys_group():
+    """Create, list and revoke API keys."""
+
+
+@keys_group.command("create")
+@click.argument("email")
+@click.option("--name", required=True)
+@click.option("--scope", default="READ_WRITE", show_default=True, help="READ_ONLY or READ_WRITE")
+@click.option("--expires-at", help="ISO 8601 date-time in the future")
+@operator_command
+def create_key(email, name, scope, expires_at):
+    """Create a key and print its secret, alone, on stdout."""
+    if scope not in SCOPES:
+        raise click.ClickException(f"The scope must be one of: {', '.join(SCOPES)}.")
+    name = name.strip()
+    if not 1 <= len(name) <= 100:
+        raise click.ClickException("The name must be 1 to 100 characters.")
+    account = account_service.account_by_email(email)
+    key = issue_key(account, name, scope, parse_moment(expires_at, "--expires-at"))
+    click.echo(key.secret)
+
+
+@keys_group.command("list")
+@click.argument("email")
+@operator_command
+def list_keys(email):
+    """One line per active or expired key: id, name, scope, status, prefix, expiry."""
+    account = account_service.account_by_email(email)
+    now = utcnow()
+    for key in db.session.scalars(listed_keys(account)):
+        fields = (key.id, key.name, key.scope, key.status(now), key.prefix)
+        click.echo("\t".join((*fields, format_timestamp(key.expires_at) or "-")))
+
+
+@keys_group.command("revoke")
+@click.argument("key_id")
+@operator_command
+def revoke(key_id):
+    """Revoke a key, as DELETE /keys/:keyId does."""
+    revoke_key(key_id)
+
+
+COMMANDS = (serve_command, accounts_group, keys_group)
+
+
+def register_commands(app) -> None:
+    for command in COMMANDS:
+        app.cli.add_command(command)
+
+
+def _create_app():
+    from . import create_app
+
+    return create_app()
+
+
+main = FlaskGroup(
+    name="mapapi",
+    help="Serve mapapi and manage its accounts and API keys.",
+    create_app=_create_app,
+    add_default_commands=False,
+    load_dotenv=False,
+)

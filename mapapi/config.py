@@ -1,0 +1,47 @@
+"""Every setting with its default, and where each comes from.
+
+Precedence, lowest first: the defaults below, an optional ``instance/config.py``,
+the ``MAPAPI_*`` environment variables, then the ``config`` mapping given to
+``create_app`` (used by the tests).
+"""
+
+import os
+
+MAX_BODY_BYTES = 2 * 1024 * 1024
+
+#: Environment variable -> Flask config key.
+ENVIRONMENT = {
+    "MAPAPI_DATABASE_URL": "SQLALCHEMY_DATABASE_URI",
+    "MAPAPI_RATELIMIT_STORAGE_URI": "RATELIMIT_STORAGE_URI",
+    "MAPAPI_RATELIMIT_GENERAL": "RATELIMIT_GENERAL",
+    "MAPAPI_RATELIMIT_MAP_CREATE": "RATELIMIT_MAP_CREATE",
+    "MAPAPI_RATELIMIT_BULK": "RATELIMIT_BULK",
+    "MAPAPI_BOOTSTRAP": "BOOTSTRAP",
+}
+
+
+def defaults(instance_path: str) -> dict:
+    """The built-in settings; the database lives in the instance folder."""
+    return {
+        "SQLALCHEMY_DATABASE_URI": "sqlite:///" + os.path.join(instance_path, "mapapi.sqlite3"),
+        "RATELIMIT_STORAGE_URI": "memory://",
+        "RATELIMIT_STRATEGY": "moving-window",
+        "RATELIMIT_GENERAL": "1000 per hour",
+        "RATELIMIT_MAP_CREATE": "50 per hour",
+        "RATELIMIT_BULK": "20 per hour",
+        "BOOTSTRAP": "1",
+        "MAX_CONTENT_LENGTH": MAX_BODY_BYTES,
+        # OPTIONS is not part of the contract: without this Flask would answer
+        # it itself with an empty, non-JSON 200.
+        "PROVIDE_AUTOMATIC_OPTIONS": False,
+    }
+
+
+def from_environment(environ=os.environ) -> dict:
+    """The settings given as ``MAPAPI_*`` environment variables."""
+    return {key: environ[name] for name, key in ENVIRONMENT.items() if environ.get(name)}
+
+
+def bootstrap_enabled(value) -> bool:
+    """``MAPAPI_BOOTSTRAP=0`` (or false/no/off) turns the first-run key off."""
+    return str(value).strip().lower() not in {"0", "false", "no", "off"}

@@ -1,0 +1,138 @@
+"""APIError and the one place that turns any failure into the contract's body.
+
+Everything that can go wrong ends here as ``{"error": {"code", "message"}}``
+(plus ``details`` for field errors): our own APIError, werkzeug's HTTP
+errors (unknown route, 405, 413), marshmallow's ValidationError, database
+faults and anything unexpected, which is logged with the request id and
+answered without internals.
+"""
+
+import logging
+
+from flask import g, jsonify
+from marshmallow import ValidationError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from werkzeug.exceptions import HTTPException
+
+from .extensions import db
+
+log = logging.getLogger(__name__)
+
+#: Werkzeug's HTTP errors that a request can reach, by status.
+HTTP_CODES = {
+    400: ("VALIDATION_ERROR", "The request is malformed."),
+    404: ("NOT_FOUND", "There is nothing at this address."),
+    405: ("METHOD_NOT_ALLOWED", "This method is not allowed here."),
+    413: ("PAYLOAD_TOO_LARGE", "The request body is larger than 2 MiB."),
+}
+
+#: Unique constraints whose violation is the client's conflict, not our bug.
+CONFLICTS = {
+    "uq_tags_map_id_name": "A tag with this name already exists on this map.",
+}
+
+
+class APIError(Exception):
+    """An error the contract names: raised by views and hooks, never returned."""
+
+    def __init__(self, status: int, code: str, message: str, details=None, headers=None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+
+def not_found(what: str = "Resource") -> APIError:
+    return APIError(404, "NOT_FOUND", f"{what} not found.")
+
+
+def validation_error(message: str, details=None) -> APIError:
+    return APIError(400, "VALIDATION_ERROR", message, details)
+
+
+def conflict(message: str) -> APIError:
+    return APIError(409, "CONFLICT", message)
+
+
+def error_response(error: APIError):
+    body = {"code": error.code, "message": error.message}
+    if error.details is not None:
+        body["details"] = error.details
+    response = jsonify(error=body)
+    response.status_code = error.status
+    response.headers.update(error.headers)
+    return response
+
+
+def stringify_keys(messages):
+    """marshmallow keys list items by int; JSON objects need string keys."""
+    if isinstance(messages, dict):
+        return {str(key): stringify_keys(value) for key, value in messages.items()}
+    return messages
+
+
+def register_error_handlers(app) -> None:
+    app.register_error_handler(APIError, error_response)
+    app.register_error_handler(HTTPException, _handle_http_exception)
+    app.register_error_handler(ValidationError, _handle_validation_error)
+    app.register_error_handler(IntegrityError, _handle_integrity_error)
+    app.register_error_handler(OperationalError, _handle_database_unavailable)
+    app.register_error_handler(Exception, _handle_unexpected)
+
+
+def _handle_http_exception(exc: HTTPException):
+    if exc.code not in HTTP_CODES:
+        return _handle_unexpected(exc)
+    code, message = HTTP_CODES[exc.code]
+    headers = {}
+    if exc.code == 405 and getattr(exc, "valid_methods", None):
+        headers["Allow"] = ", ".join(sorted(exc.valid_methods))
+    return error_response(APIError(exc.code, code, message, headers=headers))
+
+
+def _handle_validation_error(exc: ValidationError):
+    return error_response(
+        validation_error("The request is invalid.", stringify_keys(exc.normalized_messages()))
+    )
+
+
+def _handle_integrity_error(exc: IntegrityError):
+    db.session.rollback()
+    constraint = violated_unique_constraint(exc)
+    if constraint in CONFLICTS:
+        return error_response(conflict(CONFLICTS[constraint]))
+    return _handle_unexpected(exc)
+
+
+def _handle_database_unavailable(exc: DBAPIError):
+    db.session.rollback()
+    log.error("database unavailable (request %s): %s", g.get("request_id"), exc.orig)
+    return error_response(
+        APIError(503, "SERVICE_UNAVAILABLE", "The database cannot be reached; try again shortly.")
+    )
+
+
+def _handle_unexpected(exc: Exception):
+    log.exception("unexpected error (request %s)", g.get("request_id"), exc_info=exc)
+    db.session.rollback()
+    return error_response(APIError(500, "INTERNAL_ERROR", "An unexpected error occurred."))
+
+
+def violated_unique_constraint(exc: IntegrityError) -> str | None:
+    """The name of the unique constraint an IntegrityError reports, if any.
+
+    PostgreSQL names the constraint; SQLite names its columns, which are
+    matched against the constraints declared in the models.
+    """
+    diagnostics = getattr(exc.orig, "diag", None)
+    if diagnostics is not None:
+        return diagnostics.constraint_name
+    message = str(exc.orig)
+    for table in db.metadata.tables.values():
+        for constraint in table.constraints:
+            columns = ", ".join(f"{table.name}.{column.name}" for column in constraint.columns)
+            if constraint.name and message == f"UNIQUE constraint failed: {columns}":
+                return constraint.name
+    return None

@@ -1,0 +1,24 @@
+"""Headers on every response: the request id, and caching rules for the API."""
+
+import re
+import uuid
+
+from flask import g, request
+
+from .auth import is_api_request
+
+_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def assign_request_id() -> None:
+    """Keep the client's ``X-Request-Id`` when it is safe to echo, else make one."""
+    sent = request.headers.get("X-Request-Id", "")
+    g.request_id = sent if _CLIENT_REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
+
+
+def add_standard_headers(response):
+    response.headers["X-Request-Id"] = g.get("request_id") or uuid.uuid4().hex
+    if is_api_request():
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+    return response

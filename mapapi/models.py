@@ -1,0 +1,214 @@
+"""All models.
+
+Every table has an integer ``pk`` that only orders rows by creation (the
+locations of one bulk get theirs in input order) and a public ``id``: an
+opaque, URL-safe string of 128 random bits that relations refer to.
+Deletes cascade in the database itself (``ON DELETE``), so a map's delete
+is one statement however much it holds.
+"""
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .extensions import db
+from .timeutil import utcnow
+
+ID_LENGTH = 22
+
+
+def new_id() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def _pk() -> Mapped[int]:
+    return mapped_column(Integer, primary_key=True, autoincrement=True)
+
+
+def _public_id() -> Mapped[str]:
+    return mapped_column(String(ID_LENGTH), unique=True, nullable=False, default=new_id)
+
+
+def _parent(table: str) -> Mapped[str]:
+    return mapped_column(
+        String(ID_LENGTH), ForeignKey(f"{table}.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+
+
+class Timestamped:
+    """``createdAt`` equals ``updatedAt`` on creation; services move ``updated_at``."""
+
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime, nullable=False, default=lambda context: context.get_current_parameters()["created_at"]
+    )
+
+
+class Account(db.Model):
+    __tablename__ = "accounts"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    email: Mapped[str] = mapped_column(String(320), unique=True, nullable=False)
+    plan: Mapped[str] = mapped_column(String(10), nullable=False, default="pro")
+    plan_until: Mapped[datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+
+    def has_pro(self, now: datetime) -> bool:
+        """A ``pro`` plan counts as ``free`` once its end time has passed."""
+        return self.plan == "pro" and (self.plan_until is None or self.plan_until > now)
+
+
+class ApiKey(db.Model):
+    __tablename__ = "api_keys"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    account_id: Mapped[str] = _parent("accounts")
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    scope: Mapped[str] = mapped_column(String(10), nullable=False)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    prefix: Mapped[str] = mapped_column(String(12), nullable=False)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    account: Mapped[Account] = relationship(lazy="raise_on_sql")
+
+    #: The secret, set only on a key just issued (it is never stored).
+    secret = None
+
+    def status(self, now: datetime) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+class Map(Timestamped, db.Model):
+    __tablename__ = "maps"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    account_id: Mapped[str] = _parent("accounts")
+    title: Mapped[str] = mapped_column(Text, nullable=False)
+    slug: Mapped[str] = mapped_column(Text, nullable=False)
+    description: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    country: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    city: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    public: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    allow_cloning: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    style: Mapped[str] = mapped_column(String(20), nullable=False, default="streets")
+    center_lat: Mapped[float | None] = mapped_column(Float)
+    center_lng: Mapped[float | None] = mapped_column(Float)
+    zoom: Mapped[float | None] = mapped_column(Float)
+
+
+class Category(Timestamped, db.Model):
+    __tablename__ = "categories"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    map_id: Mapped[str] = _parent("maps")
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    color: Mapped[str | None] = mapped_column(String(7))
+    icon: Mapped[str] = mapped_column(Text, nullable=False, default="")
+
+
+class Tag(Timestamped, db.Model):
+    __tablename__ = "tags"
+    # Tag names are unique per map even when two requests race: the
+    # database decides, and errors.py turns the violation into CONFLICT.
+    __table_args__ = (UniqueConstraint("map_id", "name", name="uq_tags_map_id_name"),)
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    map_id: Mapped[str] = _parent("maps")
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    color: Mapped[str | None] = mapped_column(String(7))
+
+
+class Layer(Timestamped, db.Model):
+    __tablename__ = "layers"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    map_id: Mapped[str] = _parent("maps")
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    color: Mapped[str] = mapped_column(String(7), nullable=False, default="#3B82F6")
+    # "order" is an SQL keyword; the API calls this field order.
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    route_enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    route_show_by_default: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+
+
+class LocationTag(db.Model):
+    """A tag on a location; ``position`` keeps the order the client gave."""
+
+    __tablename__ = "location_tags"
+
+    location_id: Mapped[str] = mapped_column(
+        ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True
+    )
+    tag_id: Mapped[str] = mapped_column(
+        ForeignKey("tags.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+location_layers = db.Table(
+    "location_layers",
+    db.Column("location_id", ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True),
+    db.Column("layer_id", ForeignKey("layers.id", ondelete="CASCADE"), primary_key=True, index=True),
+)
+
+
+class Location(Timestamped, db.Model):
+    __tablename__ = "locations"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    map_id: Mapped[str] = _parent("maps")
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    lat: Mapped[float] = mapped_column(Float, nullable=False)
+    lng: Mapped[float] = mapped_column(Float, nullable=False)
+    description: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    address: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    category_id: Mapped[str | None] = mapped_column(
+        ForeignKey("categories.id", ondelete="SET NULL"), index=True
+    )
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
+
+    # Lists of locations dump both relations: load them with selectinload
+    # (one statement each per page), never lazily per row.
+    tag_links: Mapped[list[LocationTag]] = relationship(
+        order_by=LocationTag.position,
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        lazy="raise_on_sql",
+    )
+    layers: Mapped[list[Layer]] = relationship(
+        secondary=location_layers,
+        order_by=Layer.position,
+        passive_deletes=True,
+        lazy="raise_on_sql",
+    )
+
+    @property
+    def tag_ids(self) -> list[str]:
+        return [link.tag_id for link in self.tag_links]

@@ -1,0 +1,51 @@
+"""Reading request bodies and writing the success envelope."""
+
+import json
+
+from flask import current_app, jsonify, request
+from marshmallow import Schema
+
+from .errors import APIError, validation_error
+
+
+def json_body() -> dict:
+    """The request body as a JSON object, or VALIDATION_ERROR without details.
+
+    Read strictly: the Content-Type must be ``application/json`` (parameters
+    allowed) and the bytes valid UTF-8. Reading the body is also where an
+    oversized one is refused with 413 (Flask's MAX_CONTENT_LENGTH).
+    """
+    if request.mimetype != "application/json":
+        raise validation_error("The Content-Type must be application/json.")
+    raw = request.get_data(cache=True)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise validation_error("The request body is not valid UTF-8 JSON.") from None
+    if not isinstance(data, dict):
+        raise validation_error("The request body must be a JSON object.")
+    return data
+
+
+def load_body(schema: Schema, *, partial: bool = False) -> dict:
+    """Parse the body and load it with ``schema`` (ValidationError -> 400)."""
+    return schema.load(json_body(), partial=partial)
+
+
+def respond(schema: Schema, value, status: int = 200):
+    """``{"data": <value dumped by schema>}``."""
+    response = jsonify(data=schema.dump(value))
+    response.status_code = status
+    return response
+
+
+def check_body_size() -> None:
+    """Refuse a declared body over the limit before any id or field is looked at.
+
+    An unknown route or method answers 404/405 first, as the contract orders.
+    """
+    if request.routing_exception is not None:
+        return
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    if request.content_length is not None and request.content_length > limit:
+        raise APIError(413, "PAYLOAD_TOO_LARGE", "The request body is larger than 2 MiB.")

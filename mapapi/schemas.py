@@ -1,0 +1,221 @@
+"""One input and one output schema per resource, and the list shape.
+
+Input schemas raise on unknown fields and accept (then drop) the read-only
+fields their resource's GET returns, so GET-modify-PUT works. Schemas never
+touch the database: rules that need it live in ``mapapi.services``.
+"""
+
+from marshmallow import RAISE, Schema, fields, post_load, validate
+
+from .fields import (
+    Choice,
+    Color,
+    IdList,
+    Ignored,
+    Properties,
+    StrictBoolean,
+    StrictFloat,
+    StrictInteger,
+    Text,
+    Timestamp,
+    in_the_future,
+)
+from .timeutil import utcnow
+
+MAP_STYLES = ("streets", "outdoors", "light", "dark", "satellite", "satellite-streets")
+SCOPES = ("READ_ONLY", "READ_WRITE")
+DEFAULT_LAYER_COLOR = "#3B82F6"
+BULK_MAX = 100
+
+
+def _length(maximum: int, minimum: int = 0):
+    return validate.Length(min=minimum, max=maximum)
+
+
+# --- inputs -----------------------------------------------------------------
+
+
+class InputSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    @post_load
+    def drop_ignored(self, data, **_kwargs):
+        return {
+            name: value for name, value in data.items() if not isinstance(self.fields[name], Ignored)
+        }
+
+
+class MapChildInput(InputSchema):
+    """The read-only fields shared by everything that lives in a map."""
+
+    id = Ignored()
+    map_id = Ignored(data_key="mapId")
+    created_at = Ignored(data_key="createdAt")
+    updated_at = Ignored(data_key="updatedAt")
+
+
+class MapInputSchema(InputSchema):
+    title = Text(required=True, validate=_length(200, 1))
+    description = Text(load_default="", validate=_length(10_000))
+    country = Text(load_default="", validate=_length(100))
+    city = Text(load_default="", validate=_length(100))
+    public = StrictBoolean(load_default=False)
+    allow_cloning = StrictBoolean(data_key="allowCloning", load_default=True)
+    style = Choice(MAP_STYLES, load_default="streets")
+    center_lat = StrictFloat(
+        data_key="centerLat", allow_none=True, load_default=None, validate=validate.Range(-90, 90)
+    )
+    center_lng = StrictFloat(
+        data_key="centerLng", allow_none=True, load_default=None, validate=validate.Range(-180, 180)
+    )
+    zoom = StrictFloat(allow_none=True, load_default=None, validate=validate.Range(0, 22))
+
+    id = Ignored()
+    slug = Ignored()
+    user_id = Ignored(data_key="userId")
+    created_at = Ignored(data_key="createdAt")
+    updated_at = Ignored(data_key="updatedAt")
+
+
+class LocationInputSchema(MapChildInput):
+    name = Text(required=True, validate=_length(200, 1))
+    lat = StrictFloat(required=True, validate=validate.Range(-90, 90))
+    lng = StrictFloat(required=True, validate=validate.Range(-180, 180))
+    description = Text(load_default="", validate=_length(10_000))
+    address = Text(load_default="", validate=_length(500))
+    category_id = fields.String(data_key="categoryId", allow_none=True, load_default=None)
+    tag_ids = IdList(data_key="tagIds", load_default=list)
+    properties = Properties(load_default=dict)
+
+    layers = Ignored()
+
+
+class BulkInputSchema(InputSchema):
+    """The envelope of a bulk create; each item is a LocationInputSchema."""
+
+    locations = fields.List(
+        fields.Raw(), required=True, validate=validate.Length(min=1, max=BULK_MAX)
+    )
+
+
+class LayerMembershipInputSchema(InputSchema):
+    layer_ids = IdList(data_key="layerIds", required=True)
+
+
+class LayerInputSchema(MapChildInput):
+    name = Text(required=True, validate=_length(100, 1))
+    color = Color(load_default=DEFAULT_LAYER_COLOR)
+    order = StrictInteger(validate=validate.Range(min=0))
+    route_enabled = StrictBoolean(data_key="routeEnabled", load_default=False)
+    route_show_by_default = StrictBoolean(data_key="routeShowByDefault", load_default=False)
+
+
+class CategoryInputSchema(MapChildInput):
+    name = Text(required=True, validate=_length(100, 1))
+    color = Color(allow_none=True, load_default=None)
+    icon = Text(load_default="", validate=_length(50))
+
+
+class TagInputSchema(MapChildInput):
+    name = Text(required=True, validate=_length(50, 1))
+    color = Color(allow_none=True, load_default=None)
+
+
+class KeyInputSchema(InputSchema):
+    name = Text(required=True, validate=_length(100, 1))
+    scope = Choice(SCOPES, required=True)
+    expires_at = Timestamp(
+        data_key="expiresAt", allow_none=True, load_default=None, validate=in_the_future
+    )
+
+    id = Ignored()
+    status = Ignored()
+    prefix = Ignored()
+    created_at = Ignored(data_key="createdAt")
+    last_used_at = Ignored(data_key="lastUsedAt")
+
+
+# --- outputs ----------------------------------------------------------------
+
+
+class OutputSchema(Schema):
+    id = fields.String()
+    created_at = Timestamp(data_key="createdAt")
+
+
+class MapChildSchema(OutputSchema):
+    map_id = fields.String(data_key="mapId")
+    updated_at = Timestamp(data_key="updatedAt")
+
+
+class MapSchema(OutputSchema):
+    title = fields.String()
+    slug = fields.String()
+    description = fields.String()
+    country = fields.String()
+    city = fields.String()
+    public = fields.Boolean()
+    allow_cloning = fields.Boolean(data_key="allowCloning")
+    style = fields.String()
+    center_lat = fields.Float(data_key="centerLat")
+    center_lng = fields.Float(data_key="centerLng")
+    zoom = fields.Float()
+    user_id = fields.String(attribute="account_id", data_key="userId")
+    updated_at = Timestamp(data_key="updatedAt")
+
+
+class LayerSchema(MapChildSchema):
+    name = fields.String()
+    color = fields.String()
+    order = fields.Integer(attribute="position")
+    route_enabled = fields.Boolean(data_key="routeEnabled")
+    route_show_by_default = fields.Boolean(data_key="routeShowByDefault")
+
+
+class LocationSchema(MapChildSchema):
+    name = fields.String()
+    lat = fields.Float()
+    lng = fields.Float()
+    description = fields.String()
+    address = fields.String()
+    category_id = fields.String(data_key="categoryId")
+    tag_ids = fields.List(fields.String(), data_key="tagIds")
+    properties = fields.Dict()
+    layers = fields.List(fields.Nested(LayerSchema))
+
+
+class BulkResultSchema(Schema):
+    created = fields.List(fields.Nested(LocationSchema))
+    count = fields.Integer()
+
+
+class CategorySchema(MapChildSchema):
+    name = fields.String()
+    color = fields.String()
+    icon = fields.String()
+
+
+class TagSchema(MapChildSchema):
+    name = fields.String()
+    color = fields.String()
+
+
+class KeySchema(OutputSchema):
+    name = fields.String()
+    scope = fields.String()
+    expires_at = Timestamp(data_key="expiresAt")
+    status = fields.Function(lambda key: key.status(utcnow()))
+    prefix = fields.String()
+    last_used_at = Timestamp(data_key="lastUsedAt")
+
+
+class CreatedKeySchema(KeySchema):
+    """The one response that shows a key's secret."""
+
+    key = fields.String(attribute="secret")
+
+
+class DeletedSchema(Schema):
+    id = fields.String()
+    deleted = fields.Boolean()

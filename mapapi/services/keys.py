@@ -1,0 +1,66 @@
+"""Issuing and revoking API keys, for the API and the ``mapapi`` command alike."""
+
+from sqlalchemy import func, or_, select
+
+from ..auth import generate_secret, hash_secret
+from ..errors import conflict, not_found
+from ..extensions import db
+from ..models import Account, ApiKey
+from ..timeutil import utcnow
+
+MAX_ACTIVE_KEYS = 10
+
+
+def issue_key(account: Account, name: str, scope: str, expires_at=None) -> ApiKey:
+    """A new key for ``account``, its secret on ``.secret``; at most 10 active.
+
+    The account's row is locked while its keys are counted (SQLite's write
+    transactions are serialized anyway), so racing requests cannot pass the
+    count together.
+    """
+    db.session.execute(select(Account.pk).where(Account.pk == account.pk).with_for_update())
+    now = utcnow()
+    active = db.session.scalar(
+        select(func.count()).where(
+            ApiKey.account_id == account.id,
+            ApiKey.revoked_at.is_(None),
+            or_(ApiKey.expires_at.is_(None), ApiKey.expires_at > now),
+        )
+    )
+    if active >= MAX_ACTIVE_KEYS:
+        raise conflict(f"An account holds at most {MAX_ACTIVE_KEYS} active API keys.")
+    secret = generate_secret()
+    key = ApiKey(
+        account_id=account.id,
+        name=name,
+        scope=scope,
+        expires_at=expires_at,
+        secret_hash=hash_secret(secret),
+        prefix=secret[:12],
+        created_at=now,
+    )
+    db.session.add(key)
+    db.session.flush()
+    key.secret = secret
+    return key
+
+
+def listed_keys(account: Account):
+    """Active and expired keys (never revoked ones), newest first."""
+    return (
+        select(ApiKey)
+        .where(ApiKey.account_id == account.id, ApiKey.revoked_at.is_(None))
+        .order_by(ApiKey.pk.desc())
+    )
+
+
+def revoke_key(key_id: str, account: Account | None = None) -> ApiKey:
+    """Revoke key ``key_id`` (of ``account``, when given); revoked ones are NOT_FOUND."""
+    statement = select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+    if account is not None:
+        statement = statement.where(ApiKey.account_id == account.id)
+    key = db.session.scalar(statement.with_for_update())
+    if key is None:
+        raise not_found("API key")
+    key.revoked_at = utcnow()
+    return key

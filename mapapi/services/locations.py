@@ -1,0 +1,106 @@
+"""Locations: creating (one or a bulk), updating, and their memberships.
+
+A location may only point at the category, tags and layers of its own
+map; an id from anywhere else is a VALIDATION_ERROR naming the field. The
+checks for a whole bulk cost one query per kind of reference.
+"""
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import selectinload
+
+from ..errors import validation_error
+from ..extensions import db
+from ..models import Category, Layer, Location, LocationTag, Map, Tag
+from ..timeutil import utcnow
+from .changes import apply_changes
+
+#: What a dumped location needs, loaded in one statement per relation.
+LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers))
+
+
+def reference_errors(map_: Map, items: list[dict]) -> dict[int, dict]:
+    """Field errors, by item index, for references outside ``map_``."""
+    category_ids = {item["category_id"] for item in items if item.get("category_id") is not None}
+    tag_ids = {tag_id for item in items for tag_id in item.get("tag_ids", ())}
+    known_categories = _existing_ids(Category, map_, category_ids)
+    known_tags = _existing_ids(Tag, map_, tag_ids)
+    errors = {}
+    for index, item in enumerate(items):
+        item_errors = {}
+        category_id = item.get("category_id")
+        if category_id is not None and category_id not in known_categories:
+            item_errors["categoryId"] = ["Not a category of this map."]
+        unknown_tags = [t for t in item.get("tag_ids", ()) if t not in known_tags]
+        if unknown_tags:
+            item_errors["tagIds"] = [f"Not a tag of this map: {t}" for t in unknown_tags]
+        if item_errors:
+            errors[index] = item_errors
+    return errors
+
+
+def check_references(map_: Map, data: dict) -> None:
+    errors = reference_errors(map_, [data])
+    if errors:
+        raise validation_error("The request is invalid.", errors[0])
+
+
+def create_locations(map_: Map, items: list[dict]) -> list[Location]:
+    """Insert ``items`` (already validated) in order, in one flush."""
+    now = utcnow()
+    locations = []
+    for item in items:
+        tag_ids = item.pop("tag_ids", [])
+        location = Location(map_id=map_.id, created_at=now, updated_at=now, **item)
+        location.tag_links = [LocationTag(tag_id=t, position=i) for i, t in enumerate(tag_ids)]
+        location.layers = []
+        locations.append(location)
+    db.session.add_all(locations)
+    db.session.flush()
+    return locations
+
+
+def apply_location_update(location: Location, data: dict) -> None:
+    """Apply a partial update; ``tag_ids`` replaces the tags, in the order given."""
+    tag_ids = data.pop("tag_ids", None)
+    changed = apply_changes(location, data)
+    if tag_ids is not None and tag_ids != location.tag_ids:
+        existing = {link.tag_id: link for link in location.tag_links}
+        links = []
+        for position, tag_id in enumerate(tag_ids):
+            link = existing.pop(tag_id, None) or LocationTag(tag_id=tag_id)
+            link.position = position
+            links.append(link)
+        location.tag_links = links
+        if not changed:
+            location.updated_at = utcnow()
+
+
+def replace_layers(map_: Map, location: Location, layer_ids: list[str]) -> None:
+    """Make ``layer_ids`` the location's whole set of layers."""
+    layers = db.session.scalars(
+        select(Layer).where(Layer.map_id == map_.id, Layer.id.in_(layer_ids))
+    ).all()
+    found = {layer.id for layer in layers}
+    unknown = [layer_id for layer_id in layer_ids if layer_id not in found]
+    if unknown:
+        raise validation_error(
+            "The request is invalid.",
+            {"layerIds": [f"Not a layer of this map: {layer_id}" for layer_id in unknown]},
+        )
+    if found != {layer.id for layer in location.layers}:
+        location.layers = sorted(layers, key=lambda layer: layer.position)
+        location.updated_at = utcnow()
+
+
+def touch_locations(where) -> None:
+    """Stamp ``updated_at`` on the locations matching ``where``."""
+    db.session.execute(
+        update(Location).where(where).values(updated_at=utcnow()),
+        execution_options={"synchronize_session": False},
+    )
+
+
+def _existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
+    if not ids:
+        return set()
+    return set(db.session.scalars(select(model.id).where(model.map_id == map_.id, model.id.in_(ids))))

@@ -1,0 +1,3 @@
+from mapapi import create_app
+
+app = create_app()
