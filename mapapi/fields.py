@@ -114,14 +114,13 @@ class IdList(fields.List):
     """Up to 100 ids as sent; duplicates collapse, first occurrence wins."""
 
     def __init__(self, **kwargs):
-        super().__init__(
-            fields.String(),
-            validate=validate.Length(max=IDS_MAX, error="At most {max} ids."),
-            **kwargs,
-        )
+        super().__init__(fields.String(), **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        return list(dict.fromkeys(super()._deserialize(value, attr, data, **kwargs)))
+        ids = super()._deserialize(value, attr, data, **kwargs)
+        if len(ids) > IDS_MAX:  # counted as sent, before duplicates collapse
+            raise ValidationError(f"At most {IDS_MAX} ids.")
+        return list(dict.fromkeys(ids))
 
 
 class Properties(fields.Dict):

@@ -7,6 +7,7 @@ Deletes cascade in the database itself (``ON DELETE``), so a map's delete
 is one statement however much it holds.
 """
 
+import json
 import secrets
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -39,13 +41,32 @@ def _pk() -> Mapped[int]:
 
 
 def _public_id() -> Mapped[str]:
-    return mapped_column(String(ID_LENGTH), unique=True, nullable=False, default=new_id)
+    # The sentinel lets SQLAlchemy insert many rows in one statement and still
+    # match the generated pks back to them (a bulk is one INSERT).
+    return mapped_column(
+        String(ID_LENGTH), unique=True, nullable=False, default=new_id, insert_sentinel=True
+    )
 
 
 def _parent(table: str) -> Mapped[str]:
     return mapped_column(
         String(ID_LENGTH), ForeignKey(f"{table}.id", ondelete="CASCADE"), nullable=False, index=True
     )
+
+
+class JSONDocument(TypeDecorator):
+    """A JSON column whose changes are seen as JSON sees them.
+
+    SQLAlchemy decides whether to write a column by comparing with ``==``,
+    for which ``{"a": 1}`` equals ``{"a": True}``; those are different
+    documents, and a PUT from one to the other must be stored.
+    """
+
+    impl = JSON
+    cache_ok = True
+
+    def compare_values(self, x, y):
+        return json.dumps(x) == json.dumps(y)
 
 
 class Timestamped:
@@ -192,7 +213,7 @@ class Location(Timestamped, db.Model):
     category_id: Mapped[str | None] = mapped_column(
         ForeignKey("categories.id", ondelete="SET NULL"), index=True
     )
-    properties: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSONDocument, nullable=False, default=dict)
 
     # Lists of locations dump both relations: load them with selectinload
     # (one statement each per page), never lazily per row.

@@ -99,5 +99,16 @@ def live_server(app):
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
-    thread.join(timeout=5)
+    stop_server(server, thread)
+
+
+def stop_server(server, thread) -> None:
+    """Close waitress from inside its own loop, so no select() sees a closed fd."""
+
+    def close_everything():
+        for dispatcher in list(server._map.values()):
+            dispatcher.handle_close()
+
+    server.trigger.pull_trigger(close_everything)
+    thread.join(timeout=10)
+    server.task_dispatcher.shutdown()

@@ -29,7 +29,7 @@ def list_categories(map_id):
 @bp.post("/maps/<map_id>/categories")
 def create_category(map_id):
     """Create a category."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     category = add_child(map_, Category, load_body(_input))
     db.session.commit()
     return respond(_output, category, 201)
@@ -44,7 +44,7 @@ def get_category(map_id, category_id):
 @bp.put("/maps/<map_id>/categories/<category_id>")
 def update_category(map_id, category_id):
     """Update a category (fields left out keep their value)."""
-    category = owned_child(Category, map_id, category_id)
+    category = owned_child(Category, map_id, category_id, lock=True)
     apply_changes(category, load_body(_input, partial=True))
     db.session.commit()
     return respond(_output, category)
@@ -53,7 +53,7 @@ def update_category(map_id, category_id):
 @bp.delete("/maps/<map_id>/categories/<category_id>")
 def delete_category(map_id, category_id):
     """Delete a category; its locations get categoryId null."""
-    category = owned_child(Category, map_id, category_id)
+    category = owned_child(Category, map_id, category_id, lock=True)
     # The database would null categoryId by itself (ON DELETE SET NULL), but
     # the locations' updatedAt must move too.
     touch_locations(Location.category_id == category.id)

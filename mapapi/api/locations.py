@@ -48,7 +48,7 @@ def list_locations(map_id):
 @bp.post("/maps/<map_id>/locations")
 def create_location(map_id):
     """Create a location."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     data = load_body(_input)
     check_references(map_, data)
     (location,) = create_locations(map_, [data])
@@ -59,7 +59,7 @@ def create_location(map_id):
 @bp.post("/maps/<map_id>/locations/bulk")
 def bulk_create_locations(map_id):
     """Create 1 to 100 locations at once: all of them or none."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     items = load_body(_bulk_input)["locations"]
     loaded, errors = {}, {}
     for index, item in enumerate(items):
@@ -87,7 +87,7 @@ def get_location(map_id, location_id):
 @bp.put("/maps/<map_id>/locations/<location_id>")
 def update_location(map_id, location_id):
     """Update a location (fields left out keep their value)."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
     data = load_body(_input, partial=True)
     check_references(map_, data)
@@ -99,7 +99,7 @@ def update_location(map_id, location_id):
 @bp.delete("/maps/<map_id>/locations/<location_id>")
 def delete_location(map_id, location_id):
     """Delete a location."""
-    location = map_child(Location, owned_map(map_id), location_id)
+    location = map_child(Location, owned_map(map_id, lock=True), location_id)
     db.session.execute(delete(Location).where(Location.pk == location.pk))
     db.session.commit()
     return respond_deleted(location.id)
@@ -108,7 +108,7 @@ def delete_location(map_id, location_id):
 @bp.put("/maps/<map_id>/locations/<location_id>/layers")
 def replace_location_layers(map_id, location_id):
     """Replace the set of layers a location is on."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
     layer_ids = load_body(_membership_input)["layer_ids"]
     replace_layers(map_, location, layer_ids)

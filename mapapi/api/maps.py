@@ -50,7 +50,7 @@ def get_map(map_id):
 @bp.put("/maps/<map_id>")
 def update_map(map_id):
     """Update a map (fields left out keep their value)."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     data = load_body(_input, partial=True)
     if "title" in data:
         data["slug"] = slug_for(data["title"])
@@ -62,7 +62,7 @@ def update_map(map_id):
 @bp.delete("/maps/<map_id>")
 def delete_map(map_id):
     """Delete a map and everything in it."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     db.session.execute(delete(Map).where(Map.pk == map_.pk))
     db.session.commit()
     return respond_deleted(map_.id)

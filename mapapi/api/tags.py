@@ -30,7 +30,7 @@ def list_tags(map_id):
 @bp.post("/maps/<map_id>/tags")
 def create_tag(map_id):
     """Create a tag (a name already on the map is a conflict)."""
-    map_ = owned_map(map_id)
+    map_ = owned_map(map_id, lock=True)
     tag = add_child(map_, Tag, load_body(_input))
     db.session.commit()
     return respond(_output, tag, 201)
@@ -45,7 +45,7 @@ def get_tag(map_id, tag_id):
 @bp.put("/maps/<map_id>/tags/<tag_id>")
 def update_tag(map_id, tag_id):
     """Update a tag (renaming to a name already on the map is a conflict)."""
-    tag = owned_child(Tag, map_id, tag_id)
+    tag = owned_child(Tag, map_id, tag_id, lock=True)
     apply_changes(tag, load_body(_input, partial=True))
     db.session.commit()
     return respond(_output, tag)
@@ -54,7 +54,7 @@ def update_tag(map_id, tag_id):
 @bp.delete("/maps/<map_id>/tags/<tag_id>")
 def delete_tag(map_id, tag_id):
     """Delete a tag; it is removed from its locations."""
-    tag = owned_child(Tag, map_id, tag_id)
+    tag = owned_child(Tag, map_id, tag_id, lock=True)
     tagged = select(LocationTag.location_id).where(LocationTag.tag_id == tag.id)
     touch_locations(Location.id.in_(tagged))
     db.session.delete(tag)
