@@ -16,7 +16,10 @@ from .health import bp as health_bp
 def create_app(config_overrides: dict | None = None) -> Flask:
     """Build the app; ``config_overrides`` wins over every other setting."""
     instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH", "instance"))
-    app = Flask(__name__, instance_path=instance_path, instance_relative_config=True)
+    # No static files: outside /api/v1 only /healthz exists.
+    app = Flask(
+        __name__, instance_path=instance_path, instance_relative_config=True, static_folder=None
+    )
     load_config(app, config_overrides)
     app.json.sort_keys = False  # the client's properties keep their key order
     register_extensions(app)
