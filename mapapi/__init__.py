@@ -3,13 +3,16 @@
 import os
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import auth, config, headers, payload, ratelimit
 from .api import register_blueprints
 from .cli import register_commands
 from .database import configure_engine
 from .errors import register_error_handlers
-from .extensions import db
+from .extensions import db, migrate
+
+MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 from .health import bp as health_bp
 
 
@@ -23,6 +26,7 @@ def create_app(config_overrides: dict | None = None) -> Flask:
     load_config(app, config_overrides)
     app.json.sort_keys = False  # the client's properties keep their key order
     register_extensions(app)
+    trust_proxies(app)
     register_hooks(app)
     register_blueprints(app)
     app.register_blueprint(health_bp)
@@ -39,12 +43,26 @@ def load_config(app: Flask, overrides: dict | None) -> None:
 
 
 def register_extensions(app: Flask) -> None:
-    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite:///"):
+    database_url = app.config["SQLALCHEMY_DATABASE_URI"]
+    if database_url.startswith("sqlite:///"):
         os.makedirs(app.instance_path, exist_ok=True)
+    app.config.setdefault(
+        "SQLALCHEMY_ENGINE_OPTIONS",
+        config.engine_options(database_url, int(app.config["DATABASE_POOL_SIZE"])),
+    )
     db.init_app(app)
+    # Batch mode: SQLite alters a table by copying it, which Alembic then does.
+    migrate.init_app(app, db, directory=MIGRATIONS, render_as_batch=True, compare_type=True)
     with app.app_context():
         configure_engine(db.engine)
     ratelimit.init_app(app)
+
+
+def trust_proxies(app: Flask) -> None:
+    """Read the client's address and scheme from N trusted proxies' headers."""
+    hops = int(app.config["TRUSTED_PROXIES"])
+    if hops > 0:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 
 
 def register_hooks(app: Flask) -> None:

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from .config import bootstrap_enabled
 from .errors import APIError
 from .extensions import db
+from .schema import prepare_schema
 from .schemas import SCOPES
 from .services import accounts as account_service
 from .services.keys import issue_key, listed_keys, revoke_key
@@ -67,20 +68,32 @@ def serve_command(host, port, threads):
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = current_app._get_current_object()
-    db.create_all()
+    try:
+        prepare_schema()
+    except RuntimeError as error:
+        raise click.ClickException(str(error)) from None
     if bootstrap_enabled(app.config["BOOTSTRAP"]):
-        secret = account_service.bootstrap()
-        db.session.commit()
-        if secret:
-            click.echo(
-                f"First run: created the account {account_service.BOOTSTRAP_EMAIL} and this "
-                "READ_WRITE API key (shown once):",
-                err=True,
-            )
-            click.echo(secret)
-            sys.stdout.flush()
+        _bootstrap()
     db.session.remove()
     waitress.serve(app, host=host, port=port, threads=threads)
+
+
+def _bootstrap() -> None:
+    """First run: an account and one key, its secret alone on stdout."""
+    try:
+        secret = account_service.bootstrap()
+        db.session.commit()
+    except IntegrityError:  # another process started at the same moment and made it
+        db.session.rollback()
+        return
+    if secret:
+        click.echo(
+            f"First run: created the account {account_service.BOOTSTRAP_EMAIL} and this "
+            "READ_WRITE API key (shown once):",
+            err=True,
+        )
+        click.echo(secret)
+        sys.stdout.flush()
 
 
 @click.group("accounts")

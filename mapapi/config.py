@@ -17,6 +17,8 @@ ENVIRONMENT = {
     "MAPAPI_RATELIMIT_MAP_CREATE": "RATELIMIT_MAP_CREATE",
     "MAPAPI_RATELIMIT_BULK": "RATELIMIT_BULK",
     "MAPAPI_BOOTSTRAP": "BOOTSTRAP",
+    "MAPAPI_TRUSTED_PROXIES": "TRUSTED_PROXIES",
+    "MAPAPI_DATABASE_POOL_SIZE": "DATABASE_POOL_SIZE",
 }
 
 
@@ -29,12 +31,43 @@ def defaults(instance_path: str) -> dict:
         "RATELIMIT_GENERAL": "1000 per hour",
         "RATELIMIT_MAP_CREATE": "50 per hour",
         "RATELIMIT_BULK": "20 per hour",
+        "RATELIMIT_KEY_PREFIX": "mapapi",
+        # Errors of the storage arrive as limits' StorageError (ratelimit.py
+        # then counts in memory), and an unreachable Redis answers quickly.
+        "RATELIMIT_STORAGE_OPTIONS": {
+            "wrap_exceptions": True,
+            "socket_connect_timeout": 1,
+            "socket_timeout": 1,
+        },
         "BOOTSTRAP": "1",
+        # How many reverse proxies in front of the service set X-Forwarded-*;
+        # 0 trusts none, so a client cannot choose its own rate-limit address.
+        "TRUSTED_PROXIES": "0",
+        # Connections kept per process; waitress runs 8 threads by default.
+        "DATABASE_POOL_SIZE": "8",
         "MAX_CONTENT_LENGTH": MAX_BODY_BYTES,
         # OPTIONS is not part of the contract: without this Flask would answer
         # it itself with an empty, non-JSON 200.
         "PROVIDE_AUTOMATIC_OPTIONS": False,
     }
+
+
+def engine_options(database_url: str, pool_size: int) -> dict:
+    """Connection pool settings: sized for the server's threads, checked before use.
+
+    ``pool_pre_ping`` replaces a connection the database dropped (a restart)
+    instead of failing a request with it; the timeouts turn an unreachable
+    database into a quick 503 rather than a hung request.
+    """
+    options = {
+        "pool_pre_ping": True,
+        "pool_size": pool_size,
+        "max_overflow": pool_size,
+        "pool_timeout": 5,
+    }
+    if database_url.startswith("postgresql"):
+        options["connect_args"] = {"connect_timeout": 3}
+    return options
 
 
 def from_environment(environ=os.environ) -> dict:

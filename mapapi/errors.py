@@ -11,7 +11,8 @@ import logging
 
 from flask import g, jsonify
 from marshmallow import ValidationError
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
 from .extensions import db
@@ -79,6 +80,7 @@ def register_error_handlers(app) -> None:
     app.register_error_handler(ValidationError, _handle_validation_error)
     app.register_error_handler(IntegrityError, _handle_integrity_error)
     app.register_error_handler(OperationalError, _handle_database_unavailable)
+    app.register_error_handler(PoolTimeoutError, _handle_database_unavailable)
     app.register_error_handler(Exception, _handle_unexpected)
 
 
@@ -106,9 +108,9 @@ def _handle_integrity_error(exc: IntegrityError):
     return _handle_unexpected(exc)
 
 
-def _handle_database_unavailable(exc: DBAPIError):
+def _handle_database_unavailable(exc: Exception):
     db.session.rollback()
-    log.error("database unavailable (request %s): %s", g.get("request_id"), exc.orig)
+    log.error("database unavailable (request %s): %s", g.get("request_id"), exc)
     return error_response(
         APIError(503, "SERVICE_UNAVAILABLE", "The database cannot be reached; try again shortly.")
     )

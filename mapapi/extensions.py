@@ -2,17 +2,31 @@
 
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
+from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
 
 class Base(DeclarativeBase):
-    pass
+    # Named constraints: the same names on SQLite and PostgreSQL, so that
+    # migrations can refer to them and errors.py can recognise a violation.
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
 
 
 # Objects stay readable after commit, so a view can dump what it just wrote
 # without reloading it.
 db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
+
+migrate = Migrate()
 
 # Flask-Limiter supplies the configured storage and moving-window strategy;
 # mapapi.ratelimit checks the contract's buckets with it, passing each

@@ -9,16 +9,23 @@ bucket is only tested first, and consumed once the route's bucket took the
 request.
 """
 
+import logging
 import math
+import threading
 import time
 from typing import NamedTuple
 
 from flask import current_app, g, request
 from limits import RateLimitItem, parse
+from limits.errors import StorageError
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter, RateLimiter
 
 from .auth import is_api_request
 from .errors import APIError
 from .extensions import limiter
+
+log = logging.getLogger(__name__)
 
 #: Config key of each bucket's limit string.
 BUCKET_SETTINGS = {
@@ -31,6 +38,8 @@ ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
 }
+#: How long to count in process memory before trying the storage again.
+STORAGE_RETRY_SECONDS = 5.0
 
 
 class BucketState(NamedTuple):
@@ -39,12 +48,89 @@ class BucketState(NamedTuple):
     reset: float
 
 
+class FailoverLimiter:
+    """The configured storage, or per-process memory while it is unreachable.
+
+    When Redis stops answering, every process keeps serving with limits of
+    its own (logged once), tries Redis again every few seconds, and goes
+    back to it as soon as it answers.
+    """
+
+    def __init__(self, primary: RateLimiter):
+        self.primary = primary
+        self.fallback = MovingWindowRateLimiter(MemoryStorage())
+        self.down = False
+        self.retry_at = 0.0
+        self._lock = threading.Lock()
+
+    def call(self, method: str, *args):
+        if self._should_try_primary():
+            try:
+                result = getattr(self.primary, method)(*args)
+            except StorageError as error:
+                self._mark_down(error)
+            else:
+                self._mark_up()
+                return result
+        return getattr(self.fallback, method)(*args)
+
+    def _should_try_primary(self) -> bool:
+        if not self.down:
+            return True
+        with self._lock:
+            if time.monotonic() < self.retry_at:
+                return False
+            self.retry_at = time.monotonic() + STORAGE_RETRY_SECONDS
+            return True
+
+    def _mark_down(self, error: StorageError) -> None:
+        with self._lock:
+            self.retry_at = time.monotonic() + STORAGE_RETRY_SECONDS
+            if not self.down:
+                self.down = True
+                log.warning(
+                    "rate-limit storage unreachable, counting per process until it returns: %s",
+                    error,
+                )
+
+    def _mark_up(self) -> None:
+        if self.down:
+            with self._lock:
+                if self.down:
+                    self.down = False
+                    log.warning("rate-limit storage reachable again")
+
+
+class Buckets:
+    """The parsed limits of one app and where they are counted."""
+
+    def __init__(self, app):
+        self.items = {
+            bucket: parse(app.config[setting]) for bucket, setting in BUCKET_SETTINGS.items()
+        }
+        self.prefix = app.config["RATELIMIT_KEY_PREFIX"]
+        self.limiter = FailoverLimiter(limiter.limiter)
+
+    def identifiers(self, bucket: str, identity: str) -> tuple[RateLimitItem, str, str, str]:
+        return self.items[bucket], self.prefix, identity, bucket
+
+    def hit(self, bucket: str, identity: str) -> bool:
+        return self.limiter.call("hit", *self.identifiers(bucket, identity))
+
+    def test(self, bucket: str, identity: str) -> bool:
+        return self.limiter.call("test", *self.identifiers(bucket, identity))
+
+    def state(self, bucket: str, identity: str) -> BucketState:
+        reset, remaining = self.limiter.call(
+            "get_window_stats", *self.identifiers(bucket, identity)
+        )
+        return BucketState(self.items[bucket].amount, max(0, remaining), reset)
+
+
 def init_app(app) -> None:
-    """Bind Flask-Limiter and parse the configured limits once."""
+    """Bind Flask-Limiter (storage, strategy) and parse the configured limits once."""
     limiter.init_app(app)
-    app.extensions["mapapi.buckets"] = {
-        bucket: parse(app.config[setting]) for bucket, setting in BUCKET_SETTINGS.items()
-    }
+    app.extensions["mapapi.buckets"] = Buckets(app)
 
 
 def check_rate_limits() -> None:
@@ -52,7 +138,7 @@ def check_rate_limits() -> None:
     g.rate_limit_states = []
     if not is_api_request():
         return
-    identity = f"account:{g.account.id}" if g.account is not None else f"address:{request.remote_addr}"
+    identity = _identity()
     route_bucket = ROUTE_BUCKETS.get(request.endpoint) if g.auth_error is None else None
     if route_bucket is None:
         _take("general", identity)
@@ -64,44 +150,43 @@ def check_rate_limits() -> None:
 
 def add_rate_limit_headers(response):
     """Describe the bucket with the fewest requests left; Retry-After on 429."""
+    response.headers.pop("Retry-After", None)
+    if not is_api_request():
+        return response
     states = g.get("rate_limit_states")
     if not states:
-        response.headers.pop("Retry-After", None)
-        return response
+        # Refused before any bucket counted it (the database was down, say):
+        # describe the client address's bucket without counting.
+        states = [_buckets().state("general", _identity())]
     state = min(states, key=lambda s: s.remaining)
     response.headers["X-RateLimit-Limit"] = str(state.limit)
     response.headers["X-RateLimit-Remaining"] = str(state.remaining)
     response.headers["X-RateLimit-Reset"] = str(math.ceil(state.reset))
     if response.status_code == 429:
         response.headers["Retry-After"] = str(max(1, math.ceil(state.reset - time.time())))
-    else:
-        response.headers.pop("Retry-After", None)
     return response
 
 
-def _item(bucket: str) -> RateLimitItem:
-    return current_app.extensions["mapapi.buckets"][bucket]
+def _buckets() -> Buckets:
+    return current_app.extensions["mapapi.buckets"]
+
+
+def _identity() -> str:
+    account = g.get("account")
+    return f"account:{account.id}" if account is not None else f"address:{request.remote_addr}"
 
 
 def _test(bucket: str, identity: str) -> None:
-    if not limiter.limiter.test(_item(bucket), identity, bucket):
+    if not _buckets().test(bucket, identity):
         _refuse(bucket, identity)
 
 
 def _take(bucket: str, identity: str) -> None:
-    if not limiter.limiter.hit(_item(bucket), identity, bucket):
+    if not _buckets().hit(bucket, identity):
         _refuse(bucket, identity)
-    _remember(bucket, identity)
-
-
-def _remember(bucket: str, identity: str) -> BucketState:
-    item = _item(bucket)
-    reset, remaining = limiter.limiter.get_window_stats(item, identity, bucket)
-    state = BucketState(item.amount, max(0, remaining), reset)
-    g.rate_limit_states.append(state)
-    return state
+    g.rate_limit_states.append(_buckets().state(bucket, identity))
 
 
 def _refuse(bucket: str, identity: str) -> None:
-    _remember(bucket, identity)
+    g.rate_limit_states.append(_buckets().state(bucket, identity))
     raise APIError(429, "RATE_LIMIT_EXCEEDED", f"Too many requests: the {bucket} limit is reached.")

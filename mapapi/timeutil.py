@@ -31,5 +31,8 @@ def parse_timestamp(text: str) -> datetime:
         raise ValueError("not an ISO 8601 date-time")
     value = datetime.fromisoformat(text.strip())
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:  # 0001-01-01T00:00+01:00 is before year 1 in UTC
+            raise ValueError("out of range") from None
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
