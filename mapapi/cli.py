@@ -150,8 +150,8 @@ def create_key(email, name, scope, expires_at):
     if scope not in SCOPES:
         raise click.ClickException(f"The scope must be one of: {', '.join(SCOPES)}.")
     name = name.strip()
-    if not 1 <= len(name) <= 100:
-        raise click.ClickException("The name must be 1 to 100 characters.")
+    if not 1 <= len(name) <= 100 or "\x00" in name:
+        raise click.ClickException("The name must be 1 to 100 characters, without U+0000.")
     account = account_service.account_by_email(email)
     key = issue_key(account, name, scope, parse_moment(expires_at, "--expires-at"))
     click.echo(key.secret)

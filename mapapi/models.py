@@ -8,6 +8,7 @@ is one statement however much it holds.
 """
 
 import json
+import re
 import secrets
 from datetime import datetime
 from typing import Any
@@ -30,10 +31,17 @@ from .extensions import db
 from .timeutil import utcnow
 
 ID_LENGTH = 22
+_ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{%d}" % ID_LENGTH)
 
 
 def new_id() -> str:
     return secrets.token_urlsafe(16)
+
+
+def could_be_id(value) -> bool:
+    """Whether ``value`` has the shape of our ids; anything else is unknown
+    without asking the database (which may not even store it: U+0000)."""
+    return isinstance(value, str) and _ID_SHAPE.fullmatch(value) is not None
 
 
 def _pk() -> Mapped[int]:

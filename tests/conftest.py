@@ -1,4 +1,9 @@
-"""Fixtures: an app on a fresh SQLite file per test, clients, keys, a live server."""
+"""Fixtures: an app on a fresh database per test, clients, keys, a live server.
+
+The database is a SQLite file per test, or with ``MAPAPI_TEST_BACKEND=postgres``
+one PostgreSQL database for the run, emptied before each test, with rate
+limits in Redis (see backends.py).
+"""
 
 import threading
 
@@ -9,13 +14,38 @@ from sqlalchemy import event
 from mapapi import create_app
 from mapapi.extensions import db
 
+from . import backends
 from .factories import ApiClient, create_account, create_key
 
 
+def pytest_report_header():
+    if backends.on_postgres():
+        return f"mapapi backend: PostgreSQL and Redis ({backends.REDIS_URL})"
+    return "mapapi backend: SQLite, in-memory rate limits"
+
+
+@pytest.fixture(scope="session")
+def suite_database():
+    """The PostgreSQL database of this run (with the schema), or None on SQLite."""
+    if not backends.on_postgres():
+        yield None
+        return
+    reason = backends.postgres_unavailable() or backends.redis_unavailable()
+    if reason:
+        pytest.exit(f"MAPAPI_TEST_BACKEND=postgres, but {reason}", returncode=3)
+    url = backends.create_postgres_database()
+    app = create_app({"SQLALCHEMY_DATABASE_URI": url})
+    with app.app_context():
+        db.create_all()
+        db.engine.dispose()
+    yield url
+    backends.drop_postgres_database(url)
+
+
 @pytest.fixture
-def app_config(tmp_path):
+def app_config(tmp_path, suite_database):
     """Settings for the app under test; tests may change them before ``app``."""
-    return {
+    config = {
         "TESTING": True,
         "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'mapapi.sqlite3'}",
         "RATELIMIT_STORAGE_URI": "memory://",
@@ -23,16 +53,42 @@ def app_config(tmp_path):
         "RATELIMIT_MAP_CREATE": "1000 per hour",
         "RATELIMIT_BULK": "1000 per hour",
     }
+    if suite_database:
+        config["SQLALCHEMY_DATABASE_URI"] = suite_database
+        config["RATELIMIT_STORAGE_URI"] = backends.REDIS_URL
+        config["RATELIMIT_KEY_PREFIX"] = backends.unique_prefix()
+    return config
 
 
 @pytest.fixture
 def app(app_config):
     app = create_app(app_config)
     with app.app_context():
-        db.create_all()
+        if db.engine.dialect.name == "sqlite":
+            db.create_all()
+        else:
+            backends.empty_tables(db)
     yield app
     with app.app_context():
         db.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The PostgreSQL server URL, for tests that need one whatever the backend."""
+    reason = backends.postgres_unavailable()
+    if reason:
+        pytest.skip(reason)
+    return backends.POSTGRES_SERVER_URL
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """The Redis URL, for tests that need one whatever the backend."""
+    reason = backends.redis_unavailable()
+    if reason:
+        pytest.skip(reason)
+    return backends.REDIS_URL
 
 
 @pytest.fixture

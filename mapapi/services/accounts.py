@@ -13,7 +13,7 @@ BOOTSTRAP_EMAIL = "local@localhost"
 
 def create_account(email: str, plan: str = "pro", until=None) -> Account:
     email = email.strip()
-    if "@" not in email or any(c.isspace() for c in email):
+    if "@" not in email or any(c.isspace() or c == "\x00" for c in email):
         raise APIError(400, "VALIDATION_ERROR", f"Not an email address: {email!r}.")
     _check_plan(plan)
     if db.session.scalar(select(Account.pk).where(Account.email == email)) is not None:

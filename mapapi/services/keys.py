@@ -5,7 +5,7 @@ from sqlalchemy import func, or_, select
 from ..auth import generate_secret, hash_secret
 from ..errors import conflict, not_found
 from ..extensions import db
-from ..models import Account, ApiKey
+from ..models import Account, ApiKey, could_be_id
 from ..timeutil import utcnow
 
 MAX_ACTIVE_KEYS = 10
@@ -18,7 +18,9 @@ def issue_key(account: Account, name: str, scope: str, expires_at=None) -> ApiKe
     transactions are serialized anyway), so racing requests cannot pass the
     count together.
     """
-    db.session.execute(select(Account.pk).where(Account.pk == account.pk).with_for_update())
+    db.session.execute(
+        select(Account.pk).where(Account.pk == account.pk).with_for_update(key_share=True)
+    )
     now = utcnow()
     active = db.session.scalar(
         select(func.count()).where(
@@ -59,8 +61,8 @@ def revoke_key(key_id: str, account: Account | None = None) -> ApiKey:
     statement = select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
     if account is not None:
         statement = statement.where(ApiKey.account_id == account.id)
-    key = db.session.scalar(statement.with_for_update())
-    if key is None:
+    key = could_be_id(key_id) and db.session.scalar(statement.with_for_update())
+    if not key:
         raise not_found("API key")
     key.revoked_at = utcnow()
     return key

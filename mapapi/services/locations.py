@@ -10,7 +10,7 @@ from sqlalchemy.orm import selectinload
 
 from ..errors import validation_error
 from ..extensions import db
-from ..models import Category, Layer, Location, LocationTag, Map, Tag
+from ..models import Category, Layer, Location, LocationTag, Map, Tag, could_be_id
 from ..timeutil import utcnow
 from .changes import apply_changes
 
@@ -77,8 +77,9 @@ def apply_location_update(location: Location, data: dict) -> None:
 
 def replace_layers(map_: Map, location: Location, layer_ids: list[str]) -> None:
     """Make ``layer_ids`` the location's whole set of layers."""
+    candidates = [layer_id for layer_id in layer_ids if could_be_id(layer_id)]
     layers = db.session.scalars(
-        select(Layer).where(Layer.map_id == map_.id, Layer.id.in_(layer_ids))
+        select(Layer).where(Layer.map_id == map_.id, Layer.id.in_(candidates))
     ).all()
     found = {layer.id for layer in layers}
     unknown = [layer_id for layer_id in layer_ids if layer_id not in found]
@@ -101,6 +102,7 @@ def touch_locations(where) -> None:
 
 
 def _existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
+    ids = {value for value in ids if could_be_id(value)}
     if not ids:
         return set()
     return set(db.session.scalars(select(model.id).where(model.map_id == map_.id, model.id.in_(ids))))

@@ -5,21 +5,25 @@ from sqlalchemy import select
 
 from ..errors import not_found
 from ..extensions import db
-from ..models import Map
+from ..models import Map, could_be_id
 
 
 def owned_map(map_id: str, *, lock: bool = False) -> Map:
     """The caller's map ``map_id``.
 
-    Every write inside a map takes ``lock``: a row lock on the map, so that
-    writes to one map run one after the other. That keeps layer orders
+    Every write inside a map takes ``lock`` first: a row lock on the map, so
+    that writes to one map run one after the other. That keeps layer orders
     0..n-1 and stops a location from gaining a tag, category or layer that a
-    concurrent request is deleting. On SQLite, write transactions are
-    serialized anyway (BEGIN IMMEDIATE) and FOR UPDATE is not emitted.
+    concurrent request is deleting. It is FOR NO KEY UPDATE, which does not
+    block the foreign-key checks of rows being inserted under the map. On
+    SQLite, write transactions are serialized anyway (BEGIN IMMEDIATE) and
+    no FOR clause is emitted.
     """
+    if not could_be_id(map_id):
+        raise not_found("Map")
     statement = select(Map).where(Map.id == map_id, Map.account_id == g.account.id)
     if lock:
-        statement = statement.with_for_update()
+        statement = statement.with_for_update(key_share=True)
     found = db.session.scalar(statement)
     if found is None:
         raise not_found("Map")
@@ -28,24 +32,27 @@ def owned_map(map_id: str, *, lock: bool = False) -> Map:
 
 def map_child(model, map_: Map, child_id: str, *options):
     """A category, tag, layer or location ``child_id`` of ``map_``."""
-    found = db.session.scalar(
+    found = could_be_id(child_id) and db.session.scalar(
         select(model).where(model.id == child_id, model.map_id == map_.id).options(*options)
     )
-    if found is None:
+    if not found:
         raise not_found(model.__name__)
     return found
 
 
 def owned_child(model, map_id: str, child_id: str, *, lock: bool = False):
-    """``map_child`` of the caller's map ``map_id`` in one query; ``lock`` as above."""
-    statement = (
+    """``map_child`` of the caller's map ``map_id``.
+
+    Read in one query; with ``lock``, the map is locked first, on its own,
+    so every writer takes its locks in the same order.
+    """
+    if lock:
+        return map_child(model, owned_map(map_id, lock=True), child_id)
+    found = could_be_id(map_id) and could_be_id(child_id) and db.session.scalar(
         select(model)
         .join(Map, Map.id == model.map_id)
         .where(model.id == child_id, Map.id == map_id, Map.account_id == g.account.id)
     )
-    if lock:
-        statement = statement.with_for_update()
-    found = db.session.scalar(statement)
-    if found is None:
+    if not found:
         raise not_found(model.__name__)
     return found
