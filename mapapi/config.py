@@ -39,6 +39,8 @@ def defaults(instance_path: str) -> dict:
             "socket_connect_timeout": 1,
             "socket_timeout": 1,
         },
+        # While the storage is unreachable, how often one request tries it again.
+        "RATELIMIT_STORAGE_RETRY_SECONDS": 5,
         "BOOTSTRAP": "1",
         # How many reverse proxies in front of the service set X-Forwarded-*;
         # 0 trusts none, so a client cannot choose its own rate-limit address.

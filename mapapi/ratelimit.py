@@ -38,10 +38,6 @@ ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
 }
-#: How long to count in process memory before trying the storage again.
-STORAGE_RETRY_SECONDS = 5.0
-
-
 class BucketState(NamedTuple):
     limit: int
     remaining: int
@@ -56,8 +52,9 @@ class FailoverLimiter:
     back to it as soon as it answers.
     """
 
-    def __init__(self, primary: RateLimiter):
+    def __init__(self, primary: RateLimiter, retry_seconds: float):
         self.primary = primary
+        self.retry_seconds = retry_seconds
         self.fallback = MovingWindowRateLimiter(MemoryStorage())
         self.down = False
         self.retry_at = 0.0
@@ -80,12 +77,12 @@ class FailoverLimiter:
         with self._lock:
             if time.monotonic() < self.retry_at:
                 return False
-            self.retry_at = time.monotonic() + STORAGE_RETRY_SECONDS
+            self.retry_at = time.monotonic() + self.retry_seconds
             return True
 
     def _mark_down(self, error: StorageError) -> None:
         with self._lock:
-            self.retry_at = time.monotonic() + STORAGE_RETRY_SECONDS
+            self.retry_at = time.monotonic() + self.retry_seconds
             if not self.down:
                 self.down = True
                 log.warning(
@@ -109,7 +106,9 @@ class Buckets:
             bucket: parse(app.config[setting]) for bucket, setting in BUCKET_SETTINGS.items()
         }
         self.prefix = app.config["RATELIMIT_KEY_PREFIX"]
-        self.limiter = FailoverLimiter(limiter.limiter)
+        self.limiter = FailoverLimiter(
+            limiter.limiter, float(app.config["RATELIMIT_STORAGE_RETRY_SECONDS"])
+        )
 
     def identifiers(self, bucket: str, identity: str) -> tuple[RateLimitItem, str, str, str]:
         return self.items[bucket], self.prefix, identity, bucket
