@@ -5,7 +5,7 @@ import os
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import auth, config, headers, payload, ratelimit
+from . import access_log, auth, config, headers, payload, ratelimit
 from .api import register_blueprints
 from .cli import register_commands
 from .database import configure_engine
@@ -70,6 +70,7 @@ def register_hooks(app: Flask) -> None:
     # of checks: the general rate limit needs to know the account but must
     # answer before a 401/403, so authentication is split around it. Routing
     # (404/405) happens after all of them, when Flask dispatches.
+    app.before_request(access_log.start_timer)
     app.before_request(headers.assign_request_id)
     app.before_request(auth.identify)
     app.before_request(ratelimit.check_rate_limits)
@@ -77,3 +78,4 @@ def register_hooks(app: Flask) -> None:
     app.before_request(payload.check_body_size)
     app.after_request(ratelimit.add_rate_limit_headers)
     app.after_request(headers.add_standard_headers)
+    app.after_request(access_log.log_request)
