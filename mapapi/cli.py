@@ -66,12 +66,12 @@ def serve_command(host, port, threads):
     """Run the API under waitress."""
     import waitress
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = current_app._get_current_object()
     try:
         prepare_schema()
     except RuntimeError as error:
         raise click.ClickException(str(error)) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if bootstrap_enabled(app.config["BOOTSTRAP"]):
         _bootstrap()
     db.session.remove()
