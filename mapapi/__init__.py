@@ -5,7 +5,8 @@ import os
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import access_log, auth, config, headers, payload, ratelimit
+from . import access_log, auth, headers, payload, ratelimit
+from . import config as settings
 from .api import register_blueprints
 from .cli import register_commands
 from .database import configure_engine
@@ -16,14 +17,14 @@ MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 from .health import bp as health_bp
 
 
-def create_app(config_overrides: dict | None = None) -> Flask:
-    """Build the app; ``config_overrides`` wins over every other setting."""
+def create_app(config: dict | None = None) -> Flask:
+    """Build the app; ``config`` wins over every other setting."""
     instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH", "instance"))
     # No static files: outside /api/v1 only /healthz exists.
     app = Flask(
         __name__, instance_path=instance_path, instance_relative_config=True, static_folder=None
     )
-    load_config(app, config_overrides)
+    load_config(app, config)
     app.json.sort_keys = False  # the client's properties keep their key order
     register_extensions(app)
     trust_proxies(app)
@@ -36,9 +37,9 @@ def create_app(config_overrides: dict | None = None) -> Flask:
 
 
 def load_config(app: Flask, overrides: dict | None) -> None:
-    app.config.from_mapping(config.defaults(app.instance_path))
+    app.config.from_mapping(settings.defaults(app.instance_path))
     app.config.from_pyfile("config.py", silent=True)
-    app.config.from_mapping(config.from_environment())
+    app.config.from_mapping(settings.from_environment())
     app.config.from_mapping(overrides or {})
 
 
@@ -48,7 +49,7 @@ def register_extensions(app: Flask) -> None:
         os.makedirs(app.instance_path, exist_ok=True)
     app.config.setdefault(
         "SQLALCHEMY_ENGINE_OPTIONS",
-        config.engine_options(database_url, int(app.config["DATABASE_POOL_SIZE"])),
+        settings.engine_options(database_url, int(app.config["DATABASE_POOL_SIZE"])),
     )
     db.init_app(app)
     # Batch mode: SQLite alters a table by copying it, which Alembic then does.
