@@ -6,14 +6,18 @@ works.
 """
 
 import logging
+import sqlite3
 import sys
 from functools import wraps
 
 import click
 from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
+from flask_migrate.cli import db as db_group
 from sqlalchemy.exc import IntegrityError
 
+from . import server
+from .backup import BackupError, backup_sqlite
 from .config import bootstrap_enabled
 from .errors import APIError
 from .extensions import db
@@ -64,8 +68,6 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 @with_appcontext
 def serve_command(host, port, threads):
     """Run the API under waitress."""
-    import waitress
-
     app = current_app._get_current_object()
     try:
         prepare_schema()
@@ -75,7 +77,7 @@ def serve_command(host, port, threads):
     if bootstrap_enabled(app.config["BOOTSTRAP"]):
         _bootstrap()
     db.session.remove()
-    waitress.serve(app, host=host, port=port, threads=threads)
+    server.serve(app, host=host, port=port, threads=threads)
 
 
 def _bootstrap() -> None:
@@ -177,12 +179,26 @@ def revoke(key_id):
     revoke_key(key_id)
 
 
+@click.command("backup")
+@click.argument("path", type=click.Path(dir_okay=False))
+@with_appcontext
+def backup_command(path):
+    """Copy the embedded SQLite database to PATH, consistently, while it serves."""
+    try:
+        backup_sqlite(path)
+    except (BackupError, sqlite3.Error) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"Backed up to {path}", err=True)
+
+
 COMMANDS = (serve_command, accounts_group, keys_group)
 
 
 def register_commands(app) -> None:
     for command in COMMANDS:
         app.cli.add_command(command)
+    # Beside Flask-Migrate's `db upgrade`: `mapapi db backup PATH`.
+    db_group.add_command(backup_command)
 
 
 def _create_app():
