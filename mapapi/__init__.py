@@ -15,6 +15,7 @@ from .extensions import db, migrate
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 from .health import bp as health_bp
+from .reference import bp as reference_bp
 
 
 def create_app(config: dict | None = None) -> Flask:
@@ -31,6 +32,7 @@ def create_app(config: dict | None = None) -> Flask:
     register_hooks(app)
     register_blueprints(app)
     app.register_blueprint(health_bp)
+    app.register_blueprint(reference_bp)
     register_error_handlers(app)
     register_commands(app)
     return app

@@ -23,6 +23,8 @@ from .models import ApiKey
 from .timeutil import utcnow
 
 API_PREFIX = "/api/v1"
+#: The one path under the API that needs no key: its description.
+OPENAPI_PATH = API_PREFIX + "/openapi.json"
 SECRET_PREFIX = "mk_live_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -44,7 +46,7 @@ def is_api_request() -> bool:
 def identify() -> None:
     """Resolve the request's key into ``g`` and note the first failing check."""
     g.api_key = g.account = g.auth_error = None
-    if not is_api_request():
+    if not is_api_request() or request.path == OPENAPI_PATH:
         return
     header = request.headers.get("Authorization", "").strip()
     if not header:

@@ -114,7 +114,7 @@ class IdList(fields.List):
     """Up to 100 ids as sent; duplicates collapse, first occurrence wins."""
 
     def __init__(self, **kwargs):
-        super().__init__(fields.String(), **kwargs)
+        super().__init__(fields.String(), metadata={"maxItems": IDS_MAX}, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
         ids = super()._deserialize(value, attr, data, **kwargs)
@@ -178,4 +178,9 @@ class Ignored(fields.Raw):
     """A read-only field of the resource: accepted in a body and dropped."""
 
     def __init__(self, **kwargs):
-        super().__init__(load_only=True, allow_none=True, **kwargs)
+        super().__init__(
+            load_only=True,
+            allow_none=True,
+            metadata={"description": "Read-only: accepted, whatever its value, and ignored."},
+            **kwargs,
+        )

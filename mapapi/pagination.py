@@ -18,33 +18,30 @@ class PageQuerySchema(Schema):
 
 
 class PaginationSchema(Schema):
-    total = fields.Integer()
-    page = fields.Integer()
-    page_size = fields.Integer(data_key="pageSize")
-    total_pages = fields.Integer(data_key="totalPages")
+    total = fields.Integer(required=True)
+    page = fields.Integer(required=True)
+    page_size = fields.Integer(data_key="pageSize", required=True)
+    total_pages = fields.Integer(data_key="totalPages", required=True)
 
 
 def list_schema(plural: str, item_schema: type[Schema]) -> Schema:
     """The one list shape: ``{"<plural>": [...], "pagination": {...}}``."""
     return Schema.from_dict(
         {
-            plural: fields.List(fields.Nested(item_schema), attribute="items"),
-            "pagination": fields.Nested(PaginationSchema),
+            plural: fields.List(fields.Nested(item_schema), attribute="items", required=True),
+            "pagination": fields.Nested(PaginationSchema, required=True),
         },
         name=f"{item_schema.__name__.removesuffix('Schema')}ListSchema",
     )()
 
 
-_page_query = PageQuerySchema()
-
-
-def paginate(statement, args, *options) -> dict:
-    """Run ``statement`` (already ordered) for the page that ``args`` ask for.
+def paginate(statement, query: dict, *options) -> dict:
+    """Run ``statement`` (already ordered) for the page ``query`` asks for
+    (as loaded by PageQuerySchema).
 
     The page query runs only when the page is not past the end, so a huge
     page number costs one count and no OFFSET arithmetic in SQL.
     """
-    query = _page_query.load(args)
     page, page_size = query["page"], query["page_size"]
     total = db.session.scalar(select(func.count()).select_from(statement.order_by(None).subquery()))
     offset = (page - 1) * page_size

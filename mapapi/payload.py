@@ -6,6 +6,7 @@ from flask import current_app, jsonify, request
 from marshmallow import Schema
 
 from .errors import APIError, validation_error
+from .openapi import current_operation
 
 
 def json_body() -> dict:
@@ -27,15 +28,22 @@ def json_body() -> dict:
     return data
 
 
-def load_body(schema: Schema, *, partial: bool = False) -> dict:
-    """Parse the body and load it with ``schema`` (ValidationError -> 400)."""
-    return schema.load(json_body(), partial=partial)
+def load_body(*, partial: bool = False, schema: Schema | None = None) -> dict:
+    """Parse the body and load it with the view's declared body schema."""
+    return (schema or current_operation().body).load(json_body(), partial=partial)
 
 
-def respond(schema: Schema, value, status: int = 200):
-    """``{"data": <value dumped by schema>}``."""
-    response = jsonify(data=schema.dump(value))
-    response.status_code = status
+def load_query() -> dict:
+    """The query string, loaded with the view's declared query schema."""
+    return current_operation().query.load(request.args)
+
+
+def respond(value):
+    """``{"data": ...}``: ``value`` dumped with the view's declared response
+    schema, with its declared success status."""
+    declared = current_operation()
+    response = jsonify(data=declared.response.dump(value))
+    response.status_code = declared.status
     return response
 
 

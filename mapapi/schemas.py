@@ -92,7 +92,18 @@ class LocationInputSchema(MapChildInput):
 
 
 class BulkInputSchema(InputSchema):
-    """The envelope of a bulk create; each item is a LocationInputSchema."""
+    """A bulk create: 1 to 100 locations, each as a single create takes it."""
+
+    locations = fields.List(
+        fields.Nested(LocationInputSchema),
+        required=True,
+        validate=validate.Length(min=1, max=BULK_MAX),
+    )
+
+
+class BulkEnvelopeSchema(BulkInputSchema):
+    """The bulk body without its items, which the view validates one by one
+    so that one answer can name every bad item, database checks included."""
 
     locations = fields.List(
         fields.Raw(), required=True, validate=validate.Length(min=1, max=BULK_MAX)
@@ -126,7 +137,11 @@ class KeyInputSchema(InputSchema):
     name = Text(required=True, validate=_length(100, 1))
     scope = Choice(SCOPES, required=True)
     expires_at = Timestamp(
-        data_key="expiresAt", allow_none=True, load_default=None, validate=in_the_future
+        data_key="expiresAt",
+        allow_none=True,
+        load_default=None,
+        validate=in_the_future,
+        metadata={"description": "When the key stops working: in the future, or null for never."},
     )
 
     id = Ignored()
@@ -140,8 +155,13 @@ class KeyInputSchema(InputSchema):
 
 
 class OutputSchema(Schema):
+    """Every field of a resource is always present in what the API returns."""
+
     id = fields.String()
     created_at = Timestamp(data_key="createdAt")
+
+    def on_bind_field(self, field_name, field_obj):
+        field_obj.required = True
 
 
 class MapChildSchema(OutputSchema):
@@ -158,9 +178,9 @@ class MapSchema(OutputSchema):
     public = fields.Boolean()
     allow_cloning = fields.Boolean(data_key="allowCloning")
     style = fields.String()
-    center_lat = fields.Float(data_key="centerLat")
-    center_lng = fields.Float(data_key="centerLng")
-    zoom = fields.Float()
+    center_lat = fields.Float(data_key="centerLat", allow_none=True)
+    center_lng = fields.Float(data_key="centerLng", allow_none=True)
+    zoom = fields.Float(allow_none=True)
     user_id = fields.String(attribute="account_id", data_key="userId")
     updated_at = Timestamp(data_key="updatedAt")
 
@@ -179,35 +199,38 @@ class LocationSchema(MapChildSchema):
     lng = fields.Float()
     description = fields.String()
     address = fields.String()
-    category_id = fields.String(data_key="categoryId")
+    category_id = fields.String(data_key="categoryId", allow_none=True)
     tag_ids = fields.List(fields.String(), data_key="tagIds")
     properties = fields.Dict()
     layers = fields.List(fields.Nested(LayerSchema))
 
 
 class BulkResultSchema(Schema):
-    created = fields.List(fields.Nested(LocationSchema))
-    count = fields.Integer()
+    created = fields.List(fields.Nested(LocationSchema), required=True)
+    count = fields.Integer(required=True)
 
 
 class CategorySchema(MapChildSchema):
     name = fields.String()
-    color = fields.String()
+    color = fields.String(allow_none=True)
     icon = fields.String()
 
 
 class TagSchema(MapChildSchema):
     name = fields.String()
-    color = fields.String()
+    color = fields.String(allow_none=True)
 
 
 class KeySchema(OutputSchema):
     name = fields.String()
     scope = fields.String()
-    expires_at = Timestamp(data_key="expiresAt")
-    status = fields.Function(lambda key: key.status(utcnow()))
+    expires_at = Timestamp(data_key="expiresAt", allow_none=True)
+    status = fields.Function(
+        lambda key: key.status(utcnow()),
+        metadata={"enum": ["active", "expired", "revoked"], "type": "string"},
+    )
     prefix = fields.String()
-    last_used_at = Timestamp(data_key="lastUsedAt")
+    last_used_at = Timestamp(data_key="lastUsedAt", allow_none=True)
 
 
 class CreatedKeySchema(KeySchema):
@@ -217,5 +240,5 @@ class CreatedKeySchema(KeySchema):
 
 
 class DeletedSchema(Schema):
-    id = fields.String()
-    deleted = fields.Boolean()
+    id = fields.String(required=True)
+    deleted = fields.Boolean(required=True, metadata={"const": True})

@@ -29,8 +29,7 @@ def serve(app, host: str, port: int, threads: int) -> None:
             return
         stopping.set()
         log.info("%s: finishing the requests in progress, then stopping", signal.Signals(signum).name)
-        server.trigger.pull_trigger(lambda: _stop_listening(server))
-        threading.Thread(target=_close_when_idle, args=(server,), daemon=True).start()
+        shutdown(server)
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
@@ -38,6 +37,15 @@ def serve(app, host: str, port: int, threads: int) -> None:
     server.run()  # returns once every connection and the listener are closed
     server.task_dispatcher.shutdown(timeout=5)
     log.info("stopped")
+
+
+def shutdown(server) -> threading.Thread:
+    """Stop accepting, let the requests in progress finish, then close every
+    connection, which makes ``server.run()`` return. Safe from any thread."""
+    server.trigger.pull_trigger(lambda: _stop_listening(server))
+    closer = threading.Thread(target=_close_when_idle, args=(server,), daemon=True)
+    closer.start()
+    return closer
 
 
 def _stop_listening(server) -> None:

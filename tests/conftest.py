@@ -13,6 +13,7 @@ from sqlalchemy import event
 
 from mapapi import create_app
 from mapapi.extensions import db
+from mapapi.server import shutdown
 
 from . import backends
 from .factories import ApiClient, create_account, create_key
@@ -159,12 +160,9 @@ def live_server(app):
 
 
 def stop_server(server, thread) -> None:
-    """Close waitress from inside its own loop, so no select() sees a closed fd."""
-
-    def close_everything():
-        for dispatcher in list(server._map.values()):
-            dispatcher.handle_close()
-
-    server.trigger.pull_trigger(close_everything)
+    """Stop waitress as `mapapi serve` does on SIGTERM, and wait for it."""
+    shutdown(server).join(timeout=35)
     thread.join(timeout=10)
     server.task_dispatcher.shutdown()
+
+

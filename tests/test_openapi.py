@@ -1,0 +1,129 @@
+"""The OpenAPI document and the reference page: complete, valid, offline."""
+
+import re
+
+import pytest
+from openapi_spec_validator import validate
+
+from mapapi.auth import API_PREFIX
+
+#: API.md §2, every operation.
+CONTRACT_OPERATIONS = {
+    ("GET", "/maps"), ("POST", "/maps"),
+    ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),
+    ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),
+    ("POST", "/maps/{mapId}/locations/bulk"),
+    ("GET", "/maps/{mapId}/locations/{locId}"), ("PUT", "/maps/{mapId}/locations/{locId}"),
+    ("DELETE", "/maps/{mapId}/locations/{locId}"),
+    ("PUT", "/maps/{mapId}/locations/{locId}/layers"),
+    ("GET", "/maps/{mapId}/categories"), ("POST", "/maps/{mapId}/categories"),
+    ("GET", "/maps/{mapId}/categories/{catId}"), ("PUT", "/maps/{mapId}/categories/{catId}"),
+    ("DELETE", "/maps/{mapId}/categories/{catId}"),
+    ("GET", "/maps/{mapId}/tags"), ("POST", "/maps/{mapId}/tags"),
+    ("GET", "/maps/{mapId}/tags/{tagId}"), ("PUT", "/maps/{mapId}/tags/{tagId}"),
+    ("DELETE", "/maps/{mapId}/tags/{tagId}"),
+    ("GET", "/maps/{mapId}/layers"), ("POST", "/maps/{mapId}/layers"),
+    ("GET", "/maps/{mapId}/layers/{layerId}"), ("PUT", "/maps/{mapId}/layers/{layerId}"),
+    ("DELETE", "/maps/{mapId}/layers/{layerId}"),
+    ("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/{keyId}"),
+}  # fmt: skip
+
+
+@pytest.fixture
+def document(client):
+    response = client.get(f"{API_PREFIX}/openapi.json")
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    return response.get_json()
+
+
+def operations(document):
+    for path, item in document["paths"].items():
+        for method, described in item.items():
+            if method != "parameters":
+                yield method.upper(), path, described
+
+
+def test_document_is_valid_openapi_3_1_without_a_key(document):
+    validate(document)
+    assert document["openapi"] == "3.1.0"
+    assert document["servers"] == [{"url": API_PREFIX}]
+
+
+def test_document_lists_exactly_the_contracts_operations(document):
+    assert {(method, path) for method, path, _ in operations(document)} == CONTRACT_OPERATIONS
+
+
+def test_every_api_route_is_documented(app, document):
+    documented = {path for _, path, _ in operations(document)}
+    for rule in app.url_map.iter_rules():
+        if rule.rule.startswith(API_PREFIX + "/") and rule.rule != f"{API_PREFIX}/openapi.json":
+            assert hasattr(app.view_functions[rule.endpoint], "operation"), rule.rule
+            path = re.sub(r"<\w+>", "{x}", rule.rule.removeprefix(API_PREFIX))
+            assert path in {re.sub(r"{\w+}", "{x}", p) for p in documented}, rule.rule
+
+
+def test_every_operation_has_a_summary_errors_and_headers(document):
+    for method, path, described in operations(document):
+        assert described["summary"] and "\n" not in described["summary"], (method, path)
+        responses = described["responses"]
+        for status in ("401", "403", "429", "500", "503"):
+            assert status in responses, (method, path, status)
+        if "{" in path:
+            assert "404" in responses, (method, path)
+        if "requestBody" in described:
+            assert {"400", "413"} <= set(responses), (method, path)
+        for status, response in responses.items():
+            assert {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} <= set(
+                response["headers"]
+            ), (method, path, status)
+            assert ("Retry-After" in response["headers"]) == (status == "429")
+        success = [s for s in responses if s.startswith("2")]
+        assert success == (["201"] if method == "POST" else ["200"]), (method, path)
+
+
+def test_conflicts_are_documented_where_they_happen(document):
+    conflicting = {(m, p) for m, p, d in operations(document) if "409" in d["responses"]}
+    assert conflicting == {
+        ("POST", "/maps/{mapId}/tags"),
+        ("PUT", "/maps/{mapId}/tags/{tagId}"),
+        ("POST", "/keys"),
+    }
+
+
+def test_security_pagination_and_error_shape_are_described(document):
+    assert document["security"] == [{"bearerAuth": []}]
+    assert document["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key: `mk_live_...`.",
+    }
+    listing = document["paths"]["/maps"]["get"]
+    assert {p["name"] for p in listing["parameters"]} == {"page", "pageSize"}
+    pagination = document["components"]["schemas"]["Pagination"]
+    assert set(pagination["required"]) == {"total", "page", "pageSize", "totalPages"}
+    codes = document["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]
+    assert "RATE_LIMIT_EXCEEDED" in codes["enum"] and "VALIDATION_ERROR" in codes["enum"]
+
+
+def test_documented_constraints_come_from_the_validating_schemas(document):
+    schemas = document["components"]["schemas"]
+    title = schemas["MapInput"]["properties"]["title"]
+    assert (title["minLength"], title["maxLength"]) == (1, 200)
+    assert schemas["MapInput"]["additionalProperties"] is False
+    assert schemas["MapInput"]["required"] == ["title"]
+    assert schemas["Map"]["properties"]["centerLat"]["type"] == ["number", "null"]
+    bulk = schemas["BulkInput"]["properties"]["locations"]
+    assert (bulk["minItems"], bulk["maxItems"]) == (1, 100)
+    assert bulk["items"] == {"$ref": "#/components/schemas/LocationInput"}
+
+
+def test_reference_page_is_served_from_the_package_not_a_cdn(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    html = page.get_data(as_text=True)
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert assets and all(asset.startswith("/docs/assets/") for asset in assets)
+    assert "http://" not in html and "https://" not in html
+    for asset in assets:
+        assert client.get(asset).status_code == 200, asset
