@@ -25,7 +25,7 @@ from .timeutil import utcnow
 API_PREFIX = "/api/v1"
 #: The one path under the API that needs no key: its description.
 OPENAPI_PATH = API_PREFIX + "/openapi.json"
-SECRET_PREFIX = "mk_live_"
+SECRET_PREFIX = "mk_live_"  # noqa: S105 - the public prefix of every secret, not one
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 

@@ -26,7 +26,7 @@ def test_each_request_is_logged_once_with_its_account_and_request_id(api, accoun
 
 def test_refused_requests_are_logged_without_the_key_they_sent(client, caplog):
     caplog.set_level(logging.INFO, logger="mapapi.access")
-    secret = "mk_live_not-a-real-key-but-still-secret"
+    secret = "mk_live_not-a-real-key-but-still-secret"  # noqa: S105 - a made-up key
     client.get("/api/v1/maps?page=1", headers={"Authorization": f"Bearer {secret}"})
     (line,) = access_lines(caplog)
     assert line["status"] == 401 and line["account_id"] is None
