@@ -42,7 +42,7 @@ def respond(value):
     """``{"data": ...}``: ``value`` dumped with the view's declared response
     schema, with its declared success status."""
     declared = current_operation()
-    response = jsonify(data=declared.response.dump(value))
+    response = jsonify(data=declared.dump(value))
     response.status_code = declared.status
     return response
 

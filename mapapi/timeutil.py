@@ -19,7 +19,7 @@ def format_timestamp(value: datetime | None) -> str | None:
     """``2026-11-21T09:30:00.000Z``."""
     if value is None:
         return None
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value.isoformat(timespec="milliseconds") + "Z"
 
 
 def parse_timestamp(text: str) -> datetime:

@@ -1,0 +1,81 @@
+"""The compiled dumpers give exactly what marshmallow's dump gives."""
+
+import json
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from mapapi.extensions import db
+from mapapi.models import ApiKey, Category, Layer, Location, Map, Tag
+from mapapi.pagination import paginate
+from mapapi.services.locations import LOCATION_LOADS
+from mapapi.timeutil import utcnow
+
+from .factories import make_category, make_layer, make_location, make_map, make_tag
+
+
+def seed(api):
+    """One of everything, with nulls, nested layers and ordered tags."""
+    bare = make_map(api)
+    full = make_map(api, title="Full", centerLat=1.5, centerLng=-2, zoom=3)
+    category = make_category(api, full["id"], color="#abcdef")
+    first, second = make_tag(api, full["id"], name="b"), make_tag(api, full["id"], name="a")
+    layers = [make_layer(api, full["id"], name=n) for n in ("x", "y")]
+    located = make_location(
+        api, full["id"], categoryId=category["id"], tagIds=[first["id"], second["id"]],
+        properties={"n": 1, "deep": [1.5, None, {"t": True}]},
+    )  # fmt: skip
+    api.put(
+        f"/maps/{full['id']}/locations/{located['id']}/layers",
+        json={"layerIds": [layers[1]["id"], layers[0]["id"]]},
+    )
+    make_location(api, bare["id"])
+    api.post("/keys", json={"name": "soon", "scope": "READ_ONLY",
+                            "expiresAt": (utcnow() + timedelta(days=1)).isoformat()})  # fmt: skip
+    revoked = api.post("/keys", json={"name": "gone", "scope": "READ_WRITE"}).get_json()["data"]
+    api.delete(f"/keys/{revoked['id']}")
+
+
+def samples():
+    """A value of every kind the views respond with, keyed by response schema name."""
+    keys = db.session.scalars(select(ApiKey)).all()
+    keys[0].secret = "mk_live_example"
+    locations = db.session.scalars(select(Location).options(*LOCATION_LOADS)).all()
+    page = {"page": 1, "page_size": 50}
+    lists = {
+        "MapList": select(Map).order_by(Map.pk),
+        "CategoryList": select(Category),
+        "TagList": select(Tag),
+        "LayerList": select(Layer),
+        "KeyList": select(ApiKey),
+        "LocationList": select(Location).options(*LOCATION_LOADS),
+    }
+    yield from (("MapSchema", m) for m in db.session.scalars(select(Map)))
+    yield from (("LocationSchema", loc) for loc in locations)
+    yield from (("CategorySchema", c) for c in db.session.scalars(select(Category)))
+    yield from (("TagSchema", t) for t in db.session.scalars(select(Tag)))
+    yield from (("LayerSchema", layer) for layer in db.session.scalars(select(Layer)))
+    yield from (("KeySchema", key) for key in keys)
+    yield "CreatedKeySchema", keys[0]
+    yield "BulkResultSchema", {"created": locations, "count": len(locations)}
+    yield "DeletedSchema", {"id": "x", "deleted": True}
+    for name, statement in lists.items():
+        yield f"{name}Schema", paginate(statement, page)
+
+
+def test_every_response_schema_compiles_to_the_same_output(app, api):
+    seed(api)
+    operations = {
+        type(view.operation.response).__name__: view.operation
+        for view in app.view_functions.values()
+        if hasattr(view, "operation")
+    }
+    covered = set()
+    with app.app_context():
+        for schema_name, value in samples():
+            declared = operations[schema_name]
+            # As JSON text: 1 and 1.0 differ there, and so does key order.
+            compiled = json.dumps(declared.dump(value))
+            assert compiled == json.dumps(declared.response.dump(value)), schema_name
+            covered.add(schema_name)
+    assert covered == set(operations)
