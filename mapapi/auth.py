@@ -12,7 +12,7 @@ import secrets
 from datetime import timedelta
 
 from flask import g, request
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -27,6 +27,13 @@ API_PREFIX = "/api/v1"
 OPENAPI_PATH = API_PREFIX + "/openapi.json"
 SECRET_PREFIX = "mk_live_"  # noqa: S105 - the public prefix of every secret, not one
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+# Built once: every API request runs it.
+_KEY_BY_HASH = (
+    select(ApiKey)
+    .options(joinedload(ApiKey.account, innerjoin=True))
+    .where(ApiKey.secret_hash == bindparam("secret_hash"))
+)
 
 
 def generate_secret() -> str:
@@ -57,11 +64,7 @@ def identify() -> None:
     if scheme.lower() != "bearer" or not token:
         g.auth_error = _invalid_key()
         return
-    key = db.session.scalar(
-        select(ApiKey)
-        .options(joinedload(ApiKey.account, innerjoin=True))
-        .where(ApiKey.secret_hash == hash_secret(token))
-    )
+    key = db.session.scalar(_KEY_BY_HASH, {"secret_hash": hash_secret(token)})
     now = utcnow()
     if key is None or key.revoked_at is not None:
         g.auth_error = _invalid_key()

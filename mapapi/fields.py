@@ -175,7 +175,10 @@ class QueryInteger(fields.Integer):
 
 
 class Ignored(fields.Raw):
-    """A read-only field of the resource: accepted in a body and dropped."""
+    """A read-only field of the resource: accepted in a body and dropped.
+
+    Whatever its value, except U+0000, which is refused anywhere in a body.
+    """
 
     def __init__(self, **kwargs):
         super().__init__(
@@ -184,3 +187,23 @@ class Ignored(fields.Raw):
             metadata={"description": "Read-only: accepted, whatever its value, and ignored."},
             **kwargs,
         )
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if _contains_nul(value):
+            raise ValidationError("Must not contain the character U+0000.")
+        return value
+
+
+def _contains_nul(value) -> bool:
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, str):
+            if NUL in node:
+                return True
+        elif isinstance(node, dict):
+            pending.extend(node.keys())
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False

@@ -106,7 +106,7 @@ class BulkEnvelopeSchema(BulkInputSchema):
     so that one answer can name every bad item, database checks included."""
 
     locations = fields.List(
-        fields.Raw(), required=True, validate=validate.Length(min=1, max=BULK_MAX)
+        fields.Raw(allow_none=True), required=True, validate=validate.Length(min=1, max=BULK_MAX)
     )
 
 

@@ -72,4 +72,7 @@ def _close_when_idle(server) -> None:
         for dispatcher in list(server._map.values()):
             dispatcher.handle_close()
 
-    server.trigger.pull_trigger(close_everything)
+    try:
+        server.trigger.pull_trigger(close_everything)
+    except OSError:  # the trigger is closed: the loop has already ended
+        log.debug("server loop already closed")

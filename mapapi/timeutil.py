@@ -27,7 +27,8 @@ def parse_timestamp(text: str) -> datetime:
 
     Raises ValueError for anything else, a bare date included.
     """
-    if not isinstance(text, str) or not _TIME_DESIGNATOR.search(text):
+    # fromisoformat stops reading at U+0000, so "...00\x00junk" would pass.
+    if not isinstance(text, str) or "\x00" in text or not _TIME_DESIGNATOR.search(text):
         raise ValueError("not an ISO 8601 date-time")
     value = datetime.fromisoformat(text.strip())
     if value.tzinfo is not None:
