@@ -68,12 +68,12 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 @with_appcontext
 def serve_command(host, port, threads):
     """Run the API under waitress."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = current_app._get_current_object()
     try:
         prepare_schema()
     except RuntimeError as error:
         raise click.ClickException(str(error)) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if bootstrap_enabled(app.config["BOOTSTRAP"]):
         _bootstrap()
     db.session.remove()

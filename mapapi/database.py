@@ -1,16 +1,64 @@
 """Database engine setup: SQLite made safe for a threaded server."""
 
+import threading
+
 from flask import has_request_context, request
 from sqlalchemy import event
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+BUSY_TIMEOUT_SECONDS = 5
 
 
 def configure_engine(engine) -> None:
     """Tune SQLite for many threads; other databases need nothing here."""
     if engine.dialect.name == "sqlite":
+        writers = WriterQueue()
         event.listen(engine, "connect", _sqlite_on_connect)
-        event.listen(engine, "begin", _sqlite_on_begin)
+        event.listen(engine, "begin", writers.begin)
+        event.listen(engine, "commit", writers.end)
+        event.listen(engine, "rollback", writers.end)
+        # A safety net: a connection never goes back to the pool holding it.
+        event.listen(engine, "checkin", writers.end_on_checkin)
+
+
+class WriterQueue:
+    """Write transactions of one process wait their turn on a lock.
+
+    SQLite allows one writer at a time. Left to itself, a writer that finds
+    the database locked sleeps and retries (the busy timeout), so under many
+    concurrent writes some wait seconds and a few give up with "database is
+    locked". Queued on a lock here, each starts as soon as the previous one
+    ends. Other processes on the same file still meet the busy timeout.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+
+    def begin(self, connection) -> None:
+        # A writing transaction takes SQLite's write lock up front: a
+        # deferred one that read first could not upgrade once another writer
+        # had committed, and would fail instead of waiting its turn.
+        if not wants_write_lock(connection):
+            connection.exec_driver_sql("BEGIN")
+            return
+        if self._lock.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+            connection.info["holds_writer_lock"] = True
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            self.end(connection)
+            raise
+
+    def end(self, connection) -> None:
+        self._release(connection.info)
+
+    def end_on_checkin(self, _dbapi_connection, record) -> None:
+        self._release(record.info)
+
+    def _release(self, info: dict) -> None:
+        # Connection.info is its pool record's info, so both ends see the flag.
+        if info.pop("holds_writer_lock", False):
+            self._lock.release()
 
 
 def _sqlite_on_connect(dbapi_connection, _record) -> None:
@@ -20,21 +68,11 @@ def _sqlite_on_connect(dbapi_connection, _record) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
     # FULL: a write acknowledged to the client survives a power loss too.
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
-
-
-def _sqlite_on_begin(connection) -> None:
-    # A writing transaction takes the write lock up front: a deferred one
-    # that read first could not upgrade once another writer had committed,
-    # and would fail with "database is locked" instead of waiting its turn.
-    if wants_write_lock(connection):
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-    else:
-        connection.exec_driver_sql("BEGIN")
 
 
 def wants_write_lock(connection) -> bool:

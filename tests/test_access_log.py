@@ -2,6 +2,15 @@
 
 import json
 import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
 
 from .factories import make_map
 
@@ -32,3 +41,37 @@ def test_refused_requests_are_logged_without_the_key_they_sent(client, caplog):
     assert line["status"] == 401 and line["account_id"] is None
     assert line["path"] == "/api/v1/maps"
     assert secret not in caplog.text
+
+
+def test_mapapi_serve_writes_the_access_log_after_migrating_sqlite(tmp_path):
+    """The migration at start-up must not swallow the service's logging setup."""
+    mapapi = Path(sys.executable).with_name("mapapi")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "MAPAPI_DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}"}
+    server = subprocess.Popen(
+        [str(mapapi), "serve", "--port", str(port)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        key = server.stdout.readline().strip()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                response = requests.get(
+                    f"http://127.0.0.1:{port}/api/v1/maps",
+                    headers={"Authorization": f"Bearer {key}", "X-Request-Id": "served-1"},
+                    timeout=2,
+                )
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.1)
+        assert response.status_code == 200
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=20)
+    access = [line for line in stderr.splitlines() if "mapapi.access" in line]
+    assert len(access) == 1 and '"request_id": "served-1"' in access[0]
+    assert key not in stderr
