@@ -5,43 +5,9 @@ import time
 import pytest
 
 from .factories import error_code, make_category, make_location, make_map
+from .helpers import data_of, field_errors, outcome
 
 CATEGORY_FIELDS = {"id", "mapId", "name", "color", "icon", "createdAt", "updatedAt"}
-ERROR_KEYS = {"code", "message", "details"}
-
-
-def data_of(response, status=200):
-    """The payload of a success envelope, asserting the status and the shape."""
-    body = response.get_json()
-    assert response.status_code == status, body
-    assert set(body) == {"data"}, body
-    return body["data"]
-
-
-def field_errors(response) -> dict:
-    """The ``details`` of a VALIDATION_ERROR, each a non-empty list of messages."""
-    assert response.status_code == 400, response.get_json()
-    assert error_code(response) == "VALIDATION_ERROR"
-    details = response.get_json()["error"]["details"]
-    for messages in details.values():
-        assert isinstance(messages, list) and messages, details
-        assert all(isinstance(message, str) and message for message in messages), details
-    return details
-
-
-def outcome(response):
-    """``(status, code, sorted detail fields)`` of an error, to compare many at once."""
-    body = response.get_json()
-    error = body.get("error") if set(body) == {"error"} else None
-    if not isinstance(error, dict) or not {"code", "message"} <= set(error) <= ERROR_KEYS:
-        return response.status_code, body
-    details = error.get("details", {})
-    for messages in details.values():
-        if not isinstance(messages, list) or not messages:
-            return response.status_code, body
-        if not all(isinstance(message, str) and message for message in messages):
-            return response.status_code, body
-    return response.status_code, error["code"], sorted(details)
 
 
 def assert_not_found(response):

@@ -1,7 +1,6 @@
 """The ``mapapi`` command: accounts, keys, and the first-run bootstrap of ``serve``."""
 
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import pytest
 import requests
 
 from .factories import ApiClient, create_key, error_code
+from .helpers import free_port
 
 BIN = Path(sys.executable).parent
 FUTURE = "2999-01-01T00:00:00Z"
@@ -336,12 +336,6 @@ def test_keys_revoke_refuses_an_already_revoked_key(runner, client, account, key
 
 
 # --- the installed console script --------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def command_env(tmp_path, **extra) -> dict:

@@ -30,6 +30,7 @@ import requests
 from sqlalchemy.engine import make_url
 
 from . import backends
+from .helpers import free_port
 
 API = "/api/v1"
 STARTUP_SECONDS = 30
@@ -48,12 +49,6 @@ def mapapi_program() -> str:
     if beside.exists():
         return str(beside)
     pytest.skip("the mapapi console script is not installed next to this interpreter")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run_mapapi(env: dict, cwd: Path, *args) -> str:

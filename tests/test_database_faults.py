@@ -21,6 +21,7 @@ from mapapi.extensions import db
 from . import backends
 from .conftest import stop_server
 from .factories import create_account, create_key
+from .helpers import free_port
 
 API = "/api/v1"
 #: The contract's "within a few seconds": no request may take this long.
@@ -125,12 +126,6 @@ def _close(sock: socket.socket) -> None:
     except OSError:
         pass
     sock.close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def app_on(database_url: str):

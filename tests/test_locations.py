@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from .factories import error_code, make_category, make_layer, make_location, make_map, make_tag
+from .factories import (
+    error_code,
+    make_category,
+    make_layer,
+    make_location,
+    make_map,
+    make_tag,
+)
 
 LOCATION_FIELDS = {
     "id", "mapId", "name", "lat", "lng", "description", "address", "categoryId",

@@ -11,7 +11,6 @@ Also: on a PostgreSQL database whose schema is missing or out of date,
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ import requests
 from sqlalchemy import create_engine, inspect, text
 
 from . import backends
+from .helpers import free_port
 
 API = "/api/v1"
 STARTUP_SECONDS = 20
@@ -40,12 +40,6 @@ def mapapi_program() -> str:
     if found is None:
         pytest.skip("the mapapi console script is not installed")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def command_env(instance: Path, database_url: str, **extra) -> dict:

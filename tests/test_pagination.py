@@ -5,22 +5,14 @@ import math
 import pytest
 
 from .factories import make_category, make_layer, make_location, make_map, make_tag
+from .helpers import data_of, outcome
 
-ERROR_KEYS = {"code", "message", "details"}
 LISTS = ["maps", "locations", "categories", "tags", "layers", "keys"]
 MALFORMED = ["-1", "+1", " 1", "1 ", "1.0", "1e2", "0x10", "abc", "", "١", "１", "1,2"]
 BAD_VALUES = {
     "page": ["0", "00", *MALFORMED],
     "pageSize": ["0", "101", "1000", str(10**30), *MALFORMED],
 }
-
-
-def data_of(response, status=200):
-    """The payload of a success envelope, asserting the status and the shape."""
-    body = response.get_json()
-    assert response.status_code == status, body
-    assert set(body) == {"data"}, body
-    return body["data"]
 
 
 class Listing:
@@ -65,21 +57,6 @@ class Listing:
 @pytest.fixture(params=LISTS)
 def listing(request, api):
     return Listing(api, request.param)
-
-
-def outcome(response):
-    """``(status, code, sorted detail fields)`` of an error, to compare many at once."""
-    body = response.get_json()
-    error = body.get("error") if set(body) == {"error"} else None
-    if not isinstance(error, dict) or not {"code", "message"} <= set(error) <= ERROR_KEYS:
-        return response.status_code, body
-    details = error.get("details", {})
-    for messages in details.values():
-        if not isinstance(messages, list) or not messages:
-            return response.status_code, body
-        if not all(isinstance(message, str) and message for message in messages):
-            return response.status_code, body
-    return response.status_code, error["code"], sorted(details)
 
 
 def test_list_shape_and_defaults(listing):

@@ -7,7 +7,6 @@ on a free port, so stopping it never touches the machine's shared server.
 
 import logging
 import os
-import socket
 import subprocess
 import time
 
@@ -19,6 +18,7 @@ from mapapi.extensions import db
 
 from . import backends
 from .factories import ApiClient, create_account, create_key
+from .helpers import free_port
 
 REDIS_SERVER = "/usr/bin/redis-server"
 LIMIT = 3
@@ -97,12 +97,6 @@ def assert_limited(response) -> None:
 
 def bucket_keys(client: redis.Redis, prefix: str) -> list[str]:
     return sorted(key.decode() for key in client.scan_iter(match=f"*{prefix}*"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def warnings_logged(caplog, fragment: str) -> list[str]:
