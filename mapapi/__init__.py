@@ -12,10 +12,10 @@ from .cli import register_commands
 from .database import configure_engine
 from .errors import register_error_handlers
 from .extensions import db, migrate
-
-MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 from .health import bp as health_bp
 from .reference import bp as reference_bp
+
+MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 
 
 def create_app(config: dict | None = None) -> Flask:

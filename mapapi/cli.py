@@ -68,7 +68,9 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 @with_appcontext
 def serve_command(host, port, threads):
     """Run the API under waitress."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     app = current_app._get_current_object()
     try:
         prepare_schema()
@@ -131,7 +133,12 @@ def list_accounts():
     for account in account_service.all_accounts():
         click.echo(
             "\t".join(
-                (account.id, account.email, account.plan, format_timestamp(account.plan_until) or "-")
+                (
+                    account.id,
+                    account.email,
+                    account.plan,
+                    format_timestamp(account.plan_until) or "-",
+                )
             )
         )
 

@@ -82,7 +82,9 @@ class Timestamped:
 
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(
-        DateTime, nullable=False, default=lambda context: context.get_current_parameters()["created_at"]
+        DateTime,
+        nullable=False,
+        default=lambda context: context.get_current_parameters()["created_at"],
     )
 
 
@@ -203,7 +205,9 @@ class LocationTag(db.Model):
 location_layers = db.Table(
     "location_layers",
     db.Column("location_id", ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True),
-    db.Column("layer_id", ForeignKey("layers.id", ondelete="CASCADE"), primary_key=True, index=True),
+    db.Column(
+        "layer_id", ForeignKey("layers.id", ondelete="CASCADE"), primary_key=True, index=True
+    ),
 )
 
 

@@ -108,8 +108,8 @@ def build_document(app) -> dict:
         info={
             "description": (
                 "Maps and, inside a map, locations, categories, tags and layers; and the "
-                "caller's API keys. Every success is `{\"data\": ...}`; every error is "
-                "`{\"error\": {\"code\", \"message\"[, \"details\"]}}`."
+                'caller\'s API keys. Every success is `{"data": ...}`; every error is '
+                '`{"error": {"code", "message"[, "details"]}}`.'
             )
         },
         servers=[{"url": API_PREFIX}],
@@ -274,7 +274,7 @@ def _links(create_path: str, operations) -> dict:
     """From a create to the operations on what it created: its id fills the
     item path's new parameter, the rest come from the create's own path."""
     links = {}
-    for path, method, endpoint, _view in operations:
+    for path, _method, endpoint, _view in operations:
         match = re.fullmatch(re.escape(create_path) + r"/{(\w+)}(?:/[^{}/]+)*", path)
         if not match:
             continue

@@ -47,7 +47,9 @@ def paginate(statement, query: dict, *options) -> dict:
     offset = (page - 1) * page_size
     items = []
     if offset < total:
-        items = db.session.scalars(statement.options(*options).limit(page_size).offset(offset)).all()
+        items = db.session.scalars(
+            statement.options(*options).limit(page_size).offset(offset)
+        ).all()
     return {
         "items": items,
         "pagination": {

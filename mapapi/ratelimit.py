@@ -38,6 +38,8 @@ ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
 }
+
+
 class BucketState(NamedTuple):
     limit: int
     remaining: int

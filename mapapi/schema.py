@@ -29,6 +29,4 @@ def prepare_schema() -> None:
     if db.engine.dialect.name == "sqlite":
         upgrade()
     elif pending_migrations():
-        raise RuntimeError(
-            "The database schema is out of date: run `mapapi db upgrade` first."
-        )
+        raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")

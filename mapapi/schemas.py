@@ -42,7 +42,9 @@ class InputSchema(Schema):
     @post_load
     def drop_ignored(self, data, **_kwargs):
         return {
-            name: value for name, value in data.items() if not isinstance(self.fields[name], Ignored)
+            name: value
+            for name, value in data.items()
+            if not isinstance(self.fields[name], Ignored)
         }
 
 

@@ -28,7 +28,9 @@ def serve(app, host: str, port: int, threads: int) -> None:
         if stopping.is_set():
             return
         stopping.set()
-        log.info("%s: finishing the requests in progress, then stopping", signal.Signals(signum).name)
+        log.info(
+            "%s: finishing the requests in progress, then stopping", signal.Signals(signum).name
+        )
         shutdown(server)
 
     signal.signal(signal.SIGTERM, request_stop)

@@ -77,7 +77,9 @@ def bulk_create_locations(map_id):
         errors[indexes[position]] = item_errors
     if errors:
         details = {str(index): errors[index] for index in sorted(errors)}
-        raise validation_error("Some locations are invalid; none was created.", {"locations": details})
+        raise validation_error(
+            "Some locations are invalid; none was created.", {"locations": details}
+        )
     created = create_locations(map_, list(loaded.values()))
     db.session.commit()
     return respond({"created": created, "count": len(created)})

@@ -105,4 +105,6 @@ def _existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
     ids = {value for value in ids if could_be_id(value)}
     if not ids:
         return set()
-    return set(db.session.scalars(select(model.id).where(model.map_id == map_.id, model.id.in_(ids))))
+    return set(
+        db.session.scalars(select(model.id).where(model.map_id == map_.id, model.id.in_(ids)))
+    )

@@ -7,7 +7,6 @@ from ..errors import not_found
 from ..extensions import db
 from ..models import Map, could_be_id
 
-
 # Built once: nearly every request runs one of them.
 _MAP = select(Map).where(Map.id == bindparam("map_id"), Map.account_id == bindparam("account_id"))
 _LOCKED_MAP = _MAP.with_for_update(key_share=True)
@@ -51,10 +50,14 @@ def owned_child(model, map_id: str, child_id: str, *, lock: bool = False):
     """
     if lock:
         return map_child(model, owned_map(map_id, lock=True), child_id)
-    found = could_be_id(map_id) and could_be_id(child_id) and db.session.scalar(
-        select(model)
-        .join(Map, Map.id == model.map_id)
-        .where(model.id == child_id, Map.id == map_id, Map.account_id == g.account.id)
+    found = (
+        could_be_id(map_id)
+        and could_be_id(child_id)
+        and db.session.scalar(
+            select(model)
+            .join(Map, Map.id == model.map_id)
+            .where(model.id == child_id, Map.id == map_id, Map.account_id == g.account.id)
+        )
     )
     if not found:
         raise not_found(model.__name__)
