@@ -1,5 +1,6 @@
 """Checks of the contract's envelopes, and a free local port."""
 
+import re
 import socket
 
 from .factories import error_code
@@ -45,3 +46,25 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+LOCATION_FIELDS = {
+    "id", "mapId", "name", "lat", "lng", "description", "address", "categoryId",
+    "tagIds", "properties", "layers", "createdAt", "updatedAt",
+}
+LAYER_FIELDS = {
+    "id", "mapId", "name", "color", "order", "routeEnabled", "routeShowByDefault",
+    "createdAt", "updatedAt",
+}
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+TICK = 0.005  # longer than a millisecond, so timestamps of two writes differ
+
+
+def validation_details(response) -> dict:
+    """The ``details`` of a 400 VALIDATION_ERROR ``response``."""
+    assert response.status_code == 400, response.get_json()
+    assert error_code(response) == "VALIDATION_ERROR"
+    body = response.get_json()["error"]
+    assert isinstance(body["message"], str) and body["message"]
+    assert "details" in body, body
+    return body["details"]

@@ -5,29 +5,9 @@ import json
 import pytest
 
 from .factories import error_code, make_category, make_location, make_map, make_tag
-
-LOCATION_FIELDS = {
-    "id", "mapId", "name", "lat", "lng", "description", "address", "categoryId",
-    "tagIds", "properties", "layers", "createdAt", "updatedAt",
-}
-
-
-def data(response, status=200):
-    """The payload of a success ``response``, asserting status and envelope."""
-    body = response.get_json()
-    assert response.status_code == status, body
-    assert set(body) == {"data"}, body
-    return body["data"]
-
-
-def details(response) -> dict:
-    """The ``details`` of a 400 VALIDATION_ERROR ``response``."""
-    assert response.status_code == 400, response.get_json()
-    assert error_code(response) == "VALIDATION_ERROR"
-    body = response.get_json()["error"]
-    assert isinstance(body["message"], str) and body["message"]
-    assert "details" in body, body
-    return body["details"]
+from .helpers import LOCATION_FIELDS
+from .helpers import data_of as data
+from .helpers import validation_details as details
 
 
 def assert_messages(value):

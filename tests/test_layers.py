@@ -1,36 +1,13 @@
 """Layers: create, read, list, update, delete, and their order 0..n-1."""
 
-import re
 import time
 
 import pytest
 
 from .factories import error_code, make_layer, make_map
-
-LAYER_FIELDS = {
-    "id", "mapId", "name", "color", "order", "routeEnabled", "routeShowByDefault",
-    "createdAt", "updatedAt",
-}
-TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-TICK = 0.005  # longer than a millisecond, so timestamps of two writes differ
-
-
-def data(response, status=200):
-    """The payload of a success ``response``, asserting status and envelope."""
-    body = response.get_json()
-    assert response.status_code == status, body
-    assert set(body) == {"data"}, body
-    return body["data"]
-
-
-def details(response) -> dict:
-    """The ``details`` of a 400 VALIDATION_ERROR ``response``."""
-    assert response.status_code == 400, response.get_json()
-    assert error_code(response) == "VALIDATION_ERROR"
-    body = response.get_json()["error"]
-    assert isinstance(body["message"], str) and body["message"]
-    assert "details" in body, body
-    return body["details"]
+from .helpers import LAYER_FIELDS, TICK, TIMESTAMP
+from .helpers import data_of as data
+from .helpers import validation_details as details
 
 
 def assert_field_error(response, field):
