@@ -35,7 +35,12 @@ _ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{%d}" % ID_LENGTH)
 
 
 def new_id() -> str:
-    return secrets.token_urlsafe(16)
+    """128 random bits, URL-safe; never starting with "-", which a command
+    line would read as an option (`mapapi keys revoke KEY_ID`)."""
+    while True:
+        value = secrets.token_urlsafe(16)
+        if not value.startswith("-"):
+            return value
 
 
 def could_be_id(value) -> bool:

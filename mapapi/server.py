@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 #: How long in-flight requests may take to finish after a stop signal.
 DRAIN_SECONDS = 30.0
+#: How long a connection accepted just before the signal gets to be read.
+READ_GRACE_SECONDS = 0.5
 
 
 def serve(app, host: str, port: int, threads: int) -> None:
@@ -51,6 +53,13 @@ def shutdown(server) -> threading.Thread:
 
 
 def _stop_listening(server) -> None:
+    # Connections the kernel already accepted are requests in flight for
+    # their clients: take them in, or closing the socket would reset them.
+    while True:
+        known = len(server._map)
+        server.handle_accept()
+        if len(server._map) == known:
+            break
     server.accepting = False
     wasyncore.dispatcher.close(server)  # the listening socket only, not the trigger
 
@@ -66,6 +75,8 @@ def _is_idle(server) -> bool:
 
 
 def _close_when_idle(server) -> None:
+    # A connection just taken in may not have been read yet, and looks idle.
+    time.sleep(READ_GRACE_SECONDS)
     deadline = time.monotonic() + DRAIN_SECONDS
     while not _is_idle(server) and time.monotonic() < deadline:
         time.sleep(0.05)
