@@ -64,7 +64,8 @@ def engine_options(database_url: str, pool_size: int) -> dict:
     is dropped after 10 s, and no statement runs longer than 30 s.
     """
     options = {
-        "pool_pre_ping": True,
+        # An SQLite file is never "dropped"; the ping would cost every request a statement.
+        "pool_pre_ping": not database_url.startswith("sqlite"),
         "pool_size": pool_size,
         "max_overflow": pool_size,
         "pool_timeout": 5,
