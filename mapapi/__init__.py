@@ -13,6 +13,7 @@ from .database import configure_engine
 from .errors import register_error_handlers
 from .extensions import db, migrate
 from .health import bp as health_bp
+from .jsonprovider import OrjsonProvider
 from .reference import bp as reference_bp
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
@@ -26,7 +27,7 @@ def create_app(config: dict | None = None) -> Flask:
         __name__, instance_path=instance_path, instance_relative_config=True, static_folder=None
     )
     load_config(app, config)
-    app.json.sort_keys = False  # the client's properties keep their key order
+    app.json = OrjsonProvider(app)  # keys keep their order: the client's properties too
     register_extensions(app)
     trust_proxies(app)
     register_hooks(app)

@@ -93,6 +93,15 @@ class Timestamped:
     )
 
 
+def has_pro(plan: str, plan_until: datetime | None, now: datetime) -> bool:
+    """A ``pro`` plan counts as ``free`` once its end time has passed."""
+    return plan == "pro" and (plan_until is None or plan_until > now)
+
+
+def has_expired(expires_at: datetime | None, now: datetime) -> bool:
+    return expires_at is not None and expires_at <= now
+
+
 class Account(db.Model):
     __tablename__ = "accounts"
 
@@ -102,10 +111,6 @@ class Account(db.Model):
     plan: Mapped[str] = mapped_column(String(10), nullable=False, default="pro")
     plan_until: Mapped[datetime | None] = mapped_column(DateTime)
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
-
-    def has_pro(self, now: datetime) -> bool:
-        """A ``pro`` plan counts as ``free`` once its end time has passed."""
-        return self.plan == "pro" and (self.plan_until is None or self.plan_until > now)
 
 
 class ApiKey(db.Model):
@@ -131,7 +136,7 @@ class ApiKey(db.Model):
     def status(self, now: datetime) -> str:
         if self.revoked_at is not None:
             return "revoked"
-        if self.expires_at is not None and self.expires_at <= now:
+        if has_expired(self.expires_at, now):
             return "expired"
         return "active"
 

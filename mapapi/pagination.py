@@ -50,12 +50,14 @@ def paginate(statement, query: dict, *options) -> dict:
         items = db.session.scalars(
             statement.options(*options).limit(page_size).offset(offset)
         ).all()
+    return {"items": items, "pagination": page_info(total, page, page_size)}
+
+
+def page_info(total: int, page: int, page_size: int) -> dict:
+    """A list's ``pagination``, to dump with PaginationSchema."""
     return {
-        "items": items,
-        "pagination": {
-            "total": total,
-            "page": page,
-            "page_size": page_size,
-            "total_pages": math.ceil(total / page_size),
-        },
+        "total": total,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": math.ceil(total / page_size),
     }

@@ -41,9 +41,14 @@ def load_query() -> dict:
 def respond(value):
     """``{"data": ...}``: ``value`` dumped with the view's declared response
     schema, with its declared success status."""
-    declared = current_operation()
-    response = jsonify(data=declared.dump(value))
-    response.status_code = declared.status
+    return respond_dumped(current_operation().dump(value))
+
+
+def respond_dumped(data):
+    """``{"data": data}`` for ``data`` read already in the shape of the view's
+    declared response schema, with its declared success status."""
+    response = jsonify(data=data)
+    response.status_code = current_operation().status
     return response
 
 

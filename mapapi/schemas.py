@@ -202,8 +202,10 @@ class LocationSchema(MapChildSchema):
     description = fields.String()
     address = fields.String()
     category_id = fields.String(data_key="categoryId", allow_none=True)
-    tag_ids = fields.List(fields.String(), data_key="tagIds")
     properties = fields.Dict()
+    # Its relations last: mapapi.services.location_reads reads the fields
+    # above as one row and appends these.
+    tag_ids = fields.List(fields.String(), data_key="tagIds")
     layers = fields.List(fields.Nested(LayerSchema))
 
 

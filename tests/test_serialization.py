@@ -6,8 +6,11 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from mapapi.extensions import db
+from mapapi.jsonprovider import encode
 from mapapi.models import ApiKey, Category, Layer, Location, Map, Tag
 from mapapi.pagination import paginate
+from mapapi.schemas import LocationSchema
+from mapapi.services.location_reads import location_page, read_location
 from mapapi.services.locations import LOCATION_LOADS
 from mapapi.timeutil import utcnow
 
@@ -79,3 +82,25 @@ def test_every_response_schema_compiles_to_the_same_output(app, api):
             assert compiled == json.dumps(declared.response.dump(value)), schema_name
             covered.add(schema_name)
     assert covered == set(operations)
+
+
+def test_locations_read_in_core_are_what_the_schema_dumps(app, api):
+    """The Core read path (lists and GET of locations) gives, key for key and
+    in the same order, what LocationSchema dumps from the ORM objects."""
+    seed(api)
+    schema = LocationSchema()
+    with app.test_request_context():
+        locations = db.session.scalars(
+            select(Location).options(*LOCATION_LOADS).order_by(Location.pk)
+        ).all()
+        expected = [schema.dump(location) for location in locations]
+        read = [read_location(location.map_id, location.id) for location in locations]
+        map_ids = list(dict.fromkeys(location.map_id for location in locations))
+        paged = [item for m in map_ids for item in location_page(m, 1, 100)["locations"]]
+        missing = read_location(locations[0].map_id, "x" * 22)
+    assert any(location["tagIds"] and location["layers"] for location in expected)
+    for dumped in (read, paged):
+        as_json = json.loads(encode(dumped))
+        assert as_json == expected
+        assert [list(item) for item in as_json] == [list(item) for item in expected]
+    assert missing is None

@@ -11,7 +11,7 @@ from ..schemas import CategoryInputSchema, CategorySchema, DeletedSchema
 from ..services.changes import apply_changes
 from ..services.children import add_child, children_of
 from ..services.locations import touch_locations
-from ..services.ownership import owned_child, owned_map
+from ..services.ownership import owned_child, owned_map, read_map
 
 bp = Blueprint("categories", __name__)
 
@@ -20,14 +20,14 @@ bp = Blueprint("categories", __name__)
 @operation(query=PageQuerySchema, response=list_schema("categories", CategorySchema))
 def list_categories(map_id):
     """List a map's categories, in creation order."""
-    return respond(paginate(children_of(owned_map(map_id), Category), load_query()))
+    return respond(paginate(children_of(read_map(map_id), Category), load_query()))
 
 
 @bp.post("/maps/<map_id>/categories")
 @operation(body=CategoryInputSchema, response=CategorySchema, status=201)
 def create_category(map_id):
     """Create a category."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     category = add_child(map_, Category, load_body())
     db.session.commit()
     return respond(category)

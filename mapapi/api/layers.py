@@ -10,7 +10,7 @@ from ..pagination import PageQuerySchema, list_schema, paginate
 from ..payload import load_body, load_query, respond
 from ..schemas import DeletedSchema, LayerInputSchema, LayerSchema
 from ..services.layers import add_layer, apply_layer_update, remove_layer
-from ..services.ownership import map_child, owned_child, owned_map
+from ..services.ownership import map_child, owned_child, owned_map, read_map
 
 bp = Blueprint("layers", __name__)
 
@@ -19,7 +19,7 @@ bp = Blueprint("layers", __name__)
 @operation(query=PageQuerySchema, response=list_schema("layers", LayerSchema))
 def list_layers(map_id):
     """List a map's layers by order."""
-    map_ = owned_map(map_id)
+    map_ = read_map(map_id)
     statement = select(Layer).where(Layer.map_id == map_.id).order_by(Layer.position)
     return respond(paginate(statement, load_query()))
 
@@ -28,7 +28,7 @@ def list_layers(map_id):
 @operation(body=LayerInputSchema, response=LayerSchema, status=201)
 def create_layer(map_id):
     """Create a layer: appended, or inserted at `order` (the rest shift)."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     layer = add_layer(map_, load_body())
     db.session.commit()
     return respond(layer)
@@ -45,7 +45,7 @@ def get_layer(map_id, layer_id):
 @operation(body=LayerInputSchema, response=LayerSchema)
 def update_layer(map_id, layer_id):
     """Update a layer; `order` moves it and shifts the others."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     layer = map_child(Layer, map_, layer_id)
     apply_layer_update(map_, layer, load_body(partial=True))
     db.session.commit()
@@ -56,7 +56,7 @@ def update_layer(map_id, layer_id):
 @operation(response=DeletedSchema)
 def delete_layer(map_id, layer_id):
     """Delete a layer and close the gap in the order."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     layer = map_child(Layer, map_, layer_id)
     remove_layer(map_, layer)
     db.session.commit()

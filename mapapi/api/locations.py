@@ -2,14 +2,14 @@
 
 from flask import Blueprint
 from marshmallow import ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 
-from ..errors import stringify_keys, validation_error
+from ..errors import not_found, stringify_keys, validation_error
 from ..extensions import db
-from ..models import Location
+from ..models import Location, could_be_id
 from ..openapi import operation
-from ..pagination import PageQuerySchema, list_schema, paginate
-from ..payload import load_body, load_query, respond
+from ..pagination import PageQuerySchema, list_schema
+from ..payload import load_body, load_query, respond, respond_dumped
 from ..schemas import (
     BulkEnvelopeSchema,
     BulkInputSchema,
@@ -27,7 +27,8 @@ from ..services.locations import (
     reference_errors,
     replace_layers,
 )
-from ..services.ownership import map_child, owned_map
+from ..services.location_reads import location_page, read_location
+from ..services.ownership import map_child, owned_map, read_map
 
 bp = Blueprint("locations", __name__)
 
@@ -39,16 +40,16 @@ _bulk_envelope = BulkEnvelopeSchema()
 @operation(query=PageQuerySchema, response=list_schema("locations", LocationSchema))
 def list_locations(map_id):
     """List a map's locations, with their tags and layers, in creation order."""
-    map_ = owned_map(map_id)
-    statement = select(Location).where(Location.map_id == map_.id).order_by(Location.pk)
-    return respond(paginate(statement, load_query(), *LOCATION_LOADS))
+    map_ = read_map(map_id)
+    query = load_query()
+    return respond_dumped(location_page(map_.id, query["page"], query["page_size"]))
 
 
 @bp.post("/maps/<map_id>/locations")
 @operation(body=LocationInputSchema, response=LocationSchema, status=201)
 def create_location(map_id):
     """Create a location."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     data = load_body()
     check_references(map_, data)
     (location,) = create_locations(map_, [data])
@@ -64,7 +65,7 @@ def bulk_create_locations(map_id):
     Each item is validated as a single create; the details of an error name
     every bad item by its index.
     """
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     items = load_body(schema=_bulk_envelope)["locations"]
     loaded, errors = {}, {}
     for index, item in enumerate(items):
@@ -89,14 +90,18 @@ def bulk_create_locations(map_id):
 @operation(response=LocationSchema)
 def get_location(map_id, location_id):
     """Get a location."""
-    return respond(map_child(Location, owned_map(map_id), location_id, *LOCATION_LOADS))
+    map_ = read_map(map_id)
+    location = could_be_id(location_id) and read_location(map_.id, location_id)
+    if not location:
+        raise not_found("Location")
+    return respond_dumped(location)
 
 
 @bp.put("/maps/<map_id>/locations/<location_id>")
 @operation(body=LocationInputSchema, response=LocationSchema)
 def update_location(map_id, location_id):
     """Update a location (fields left out keep their value)."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
     data = load_body(partial=True)
     check_references(map_, data)
@@ -109,7 +114,7 @@ def update_location(map_id, location_id):
 @operation(response=DeletedSchema)
 def delete_location(map_id, location_id):
     """Delete a location."""
-    location = map_child(Location, owned_map(map_id, lock=True), location_id)
+    location = map_child(Location, owned_map(map_id), location_id)
     db.session.execute(delete(Location).where(Location.pk == location.pk))
     db.session.commit()
     return respond({"id": location.id, "deleted": True})
@@ -119,7 +124,7 @@ def delete_location(map_id, location_id):
 @operation(body=LayerMembershipInputSchema, response=LocationSchema)
 def replace_location_layers(map_id, location_id):
     """Replace the set of layers a location is on."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
     replace_layers(map_, location, load_body()["layer_ids"])
     db.session.commit()

@@ -11,7 +11,7 @@ from ..pagination import PageQuerySchema, list_schema, paginate
 from ..payload import load_body, load_query, respond
 from ..schemas import DeletedSchema, MapInputSchema, MapSchema
 from ..services.changes import apply_changes
-from ..services.ownership import owned_map
+from ..services.ownership import owned_map, read_map
 
 bp = Blueprint("maps", __name__)
 
@@ -43,14 +43,14 @@ def create_map():
 @operation(response=MapSchema)
 def get_map(map_id):
     """Get a map."""
-    return respond(owned_map(map_id))
+    return respond(read_map(map_id))
 
 
 @bp.put("/maps/<map_id>")
 @operation(body=MapInputSchema, response=MapSchema)
 def update_map(map_id):
     """Update a map (fields left out keep their value)."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     data = load_body(partial=True)
     if "title" in data:
         data["slug"] = slug_for(data["title"])
@@ -63,7 +63,7 @@ def update_map(map_id):
 @operation(response=DeletedSchema)
 def delete_map(map_id):
     """Delete a map and everything in it."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     db.session.execute(delete(Map).where(Map.pk == map_.pk))
     db.session.commit()
     return respond({"id": map_.id, "deleted": True})

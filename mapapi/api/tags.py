@@ -12,7 +12,7 @@ from ..schemas import DeletedSchema, TagInputSchema, TagSchema
 from ..services.changes import apply_changes
 from ..services.children import add_child, children_of
 from ..services.locations import touch_locations
-from ..services.ownership import owned_child, owned_map
+from ..services.ownership import owned_child, owned_map, read_map
 
 bp = Blueprint("tags", __name__)
 
@@ -21,14 +21,14 @@ bp = Blueprint("tags", __name__)
 @operation(query=PageQuerySchema, response=list_schema("tags", TagSchema))
 def list_tags(map_id):
     """List a map's tags, in creation order."""
-    return respond(paginate(children_of(owned_map(map_id), Tag), load_query()))
+    return respond(paginate(children_of(read_map(map_id), Tag), load_query()))
 
 
 @bp.post("/maps/<map_id>/tags")
 @operation(body=TagInputSchema, response=TagSchema, status=201, conflict=True)
 def create_tag(map_id):
     """Create a tag (a name already on the map is a conflict)."""
-    map_ = owned_map(map_id, lock=True)
+    map_ = owned_map(map_id)
     tag = add_child(map_, Tag, load_body())
     db.session.commit()
     return respond(tag)

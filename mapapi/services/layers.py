@@ -1,6 +1,6 @@
 """Layer order: a map's layers always hold exactly the positions 0..n-1.
 
-Every change takes the map's lock first (``owned_map(..., lock=True)``), so
+Every change takes the map's lock first (``owned_map``), so
 two requests reordering the same map's layers run one after the other, and
 reads the positions only under that lock.
 """

@@ -1,21 +1,43 @@
 """Finding resources of the calling account: anything else is NOT_FOUND."""
 
 from flask import g
-from sqlalchemy import bindparam, select
+from sqlalchemy import Row, bindparam, select
 
 from ..errors import not_found
 from ..extensions import db
 from ..models import Map, could_be_id
 
 # Built once: nearly every request runs one of them.
-_MAP = select(Map).where(Map.id == bindparam("map_id"), Map.account_id == bindparam("account_id"))
-_LOCKED_MAP = _MAP.with_for_update(key_share=True)
+_maps = Map.__table__
+_MAP_ROW = select(_maps).where(
+    _maps.c.id == bindparam("map_id"), _maps.c.account_id == bindparam("account_id")
+)
+_LOCKED_MAP = (
+    select(Map)
+    .where(Map.id == bindparam("map_id"), Map.account_id == bindparam("account_id"))
+    .with_for_update(key_share=True)
+)
 
 
-def owned_map(map_id: str, *, lock: bool = False) -> Map:
-    """The caller's map ``map_id``.
+def read_map(map_id: str) -> Row:
+    """The caller's map ``map_id``, read as a row: what reads need (its
+    ``id``, or the map itself to dump), without building an ORM object."""
+    if not could_be_id(map_id):
+        raise not_found("Map")
+    found = (
+        db.session.connection()
+        .execute(_MAP_ROW, {"map_id": map_id, "account_id": g.account.id})
+        .one_or_none()
+    )
+    if found is None:
+        raise not_found("Map")
+    return found
 
-    Every write inside a map takes ``lock`` first: a row lock on the map, so
+
+def owned_map(map_id: str) -> Map:
+    """The caller's map ``map_id``, locked, for a write inside it.
+
+    Every write inside a map takes this lock first: a row lock on the map, so
     that writes to one map run one after the other. That keeps layer orders
     0..n-1 and stops a location from gaining a tag, category or layer that a
     concurrent request is deleting. It is FOR NO KEY UPDATE, which does not
@@ -25,14 +47,13 @@ def owned_map(map_id: str, *, lock: bool = False) -> Map:
     """
     if not could_be_id(map_id):
         raise not_found("Map")
-    statement = _LOCKED_MAP if lock else _MAP
-    found = db.session.scalar(statement, {"map_id": map_id, "account_id": g.account.id})
+    found = db.session.scalar(_LOCKED_MAP, {"map_id": map_id, "account_id": g.account.id})
     if found is None:
         raise not_found("Map")
     return found
 
 
-def map_child(model, map_: Map, child_id: str, *options):
+def map_child(model, map_: Map | Row, child_id: str, *options):
     """A category, tag, layer or location ``child_id`` of ``map_``."""
     found = could_be_id(child_id) and db.session.scalar(
         select(model).where(model.id == child_id, model.map_id == map_.id).options(*options)
@@ -49,7 +70,7 @@ def owned_child(model, map_id: str, child_id: str, *, lock: bool = False):
     so every writer takes its locks in the same order.
     """
     if lock:
-        return map_child(model, owned_map(map_id, lock=True), child_id)
+        return map_child(model, owned_map(map_id), child_id)
     found = (
         could_be_id(map_id)
         and could_be_id(child_id)
