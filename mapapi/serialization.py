@@ -10,6 +10,7 @@ field itself, as marshmallow would.
 """
 
 from collections.abc import Callable
+from operator import attrgetter, itemgetter
 
 from marshmallow import Schema, fields
 
@@ -29,31 +30,34 @@ _SIMPLE = {
 
 def compile_dumper(schema: Schema) -> Dumper:
     """``obj -> dict``, equal to ``schema.dump(obj)``; ``obj`` an object or a dict."""
-    plan = [
-        (field.data_key or name, _extractor(name, field))
-        for name, field in schema.dump_fields.items()
-    ]
+    plans = {
+        reader: [
+            (field.data_key or name, *_extractor(name, field, reader))
+            for name, field in schema.dump_fields.items()
+        ]
+        for reader in (itemgetter, attrgetter)
+    }
+    by_key, by_attribute = plans[itemgetter], plans[attrgetter]
 
     def dump(obj):
-        return {key: extract(obj) for key, extract in plan}
+        dumped = {}
+        for key, read, convert in by_key if isinstance(obj, dict) else by_attribute:
+            value = read(obj)
+            dumped[key] = value if value is None or convert is None else convert(value)
+        return dumped
 
     return dump
 
 
-def _extractor(name: str, field: fields.Field) -> Dumper:
-    """``obj -> the field's dumped value``."""
+def _extractor(name: str, field: fields.Field, reader) -> tuple[Dumper, Dumper | None]:
+    """``(read, convert)``: ``convert(read(obj))`` is the field's dumped value,
+    ``read(obj)`` itself where ``convert`` is None or the value is None."""
     if type(field) is fields.Function:
-        return lambda obj: field._serialize(None, name, obj)
+        return (lambda obj: field._serialize(None, name, obj)), None
     convert = _converter(field)
     if convert is None:
-        return lambda obj: field.serialize(name, obj)
-    attribute = field.attribute or name
-
-    def extract(obj):
-        value = obj[attribute] if isinstance(obj, dict) else getattr(obj, attribute)
-        return None if value is None else convert(value)
-
-    return extract
+        return (lambda obj: field.serialize(name, obj)), None
+    return reader(field.attribute or name), convert
 
 
 def _converter(field: fields.Field) -> Callable[[object], object] | None:

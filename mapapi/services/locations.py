@@ -5,17 +5,29 @@ map; an id from anywhere else is a VALIDATION_ERROR naming the field. The
 checks for a whole bulk cost one query per kind of reference.
 """
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import selectinload
 
 from ..errors import validation_error
 from ..extensions import db
-from ..models import Category, Layer, Location, LocationTag, Map, Tag, could_be_id
+from ..models import Category, Layer, Location, LocationTag, Map, Tag, could_be_id, new_id
 from ..timeutil import utcnow
 from .changes import apply_changes
 
 #: What a dumped location needs, loaded in one statement per relation.
 LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers))
+
+_INSERT_LOCATION = insert(Location.__table__)
+_INSERT_TAG_LINK = insert(LocationTag.__table__)
+_LOCATION_COLUMNS = tuple(
+    column.name for column in Location.__table__.columns if column.name != "pk"
+)
+
+
+def _location_row(location: dict) -> dict:
+    """The ``locations`` row of a created location (every column but ``pk``),
+    so that all the rows of an executemany have the same keys."""
+    return {name: location.get(name) for name in _LOCATION_COLUMNS}
 
 
 def reference_errors(map_: Map, items: list[dict]) -> dict[int, dict]:
@@ -44,19 +56,36 @@ def check_references(map_: Map, data: dict) -> None:
         raise validation_error("The request is invalid.", errors[0])
 
 
-def create_locations(map_: Map, items: list[dict]) -> list[Location]:
-    """Insert ``items`` (already validated) in order, in one flush."""
+def create_locations(map_: Map, items: list[dict]) -> list[dict]:
+    """Insert ``items`` (already validated) in order; the created locations,
+    as dicts ready to dump with LocationSchema.
+
+    Core, not ORM: a bulk of 100 is two executemany INSERTs (locations, tag
+    links) with nothing to track afterwards. The rows' ``pk``s follow the
+    input order, which is the locations' order in every list.
+    """
     now = utcnow()
-    locations = []
+    created, links = [], []
     for item in items:
         tag_ids = item.pop("tag_ids", [])
-        location = Location(map_id=map_.id, created_at=now, updated_at=now, **item)
-        location.tag_links = [LocationTag(tag_id=t, position=i) for i, t in enumerate(tag_ids)]
-        location.layers = []
-        locations.append(location)
-    db.session.add_all(locations)
-    db.session.flush()
-    return locations
+        location = {
+            **item,
+            "id": new_id(),
+            "map_id": map_.id,
+            "created_at": now,
+            "updated_at": now,
+        }
+        links.extend(
+            {"location_id": location["id"], "tag_id": tag_id, "position": position}
+            for position, tag_id in enumerate(tag_ids)
+        )
+        created.append(location)
+        location["tag_ids"], location["layers"] = tag_ids, []
+    connection = db.session.connection()
+    connection.execute(_INSERT_LOCATION, [_location_row(location) for location in created])
+    if links:
+        connection.execute(_INSERT_TAG_LINK, links)
+    return created
 
 
 def apply_location_update(location: Location, data: dict) -> None:
