@@ -19,6 +19,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -61,9 +62,12 @@ def _public_id() -> Mapped[str]:
     )
 
 
-def _parent(table: str) -> Mapped[str]:
+def _parent(table: str, *, index: bool = True) -> Mapped[str]:
     return mapped_column(
-        String(ID_LENGTH), ForeignKey(f"{table}.id", ondelete="CASCADE"), nullable=False, index=True
+        String(ID_LENGTH),
+        ForeignKey(f"{table}.id", ondelete="CASCADE"),
+        nullable=False,
+        index=index,
     )
 
 
@@ -223,10 +227,13 @@ location_layers = db.Table(
 
 class Location(Timestamped, db.Model):
     __tablename__ = "locations"
+    # A map's locations in creation order, straight from the index: a page
+    # deep into a big map walks index entries only (location_reads.py).
+    __table_args__ = (Index(None, "map_id", "pk"),)
 
     pk: Mapped[int] = _pk()
     id: Mapped[str] = _public_id()
-    map_id: Mapped[str] = _parent("maps")
+    map_id: Mapped[str] = _parent("maps", index=False)
     name: Mapped[str] = mapped_column(Text, nullable=False)
     lat: Mapped[float] = mapped_column(Float, nullable=False)
     lng: Mapped[float] = mapped_column(Float, nullable=False)

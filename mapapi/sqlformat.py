@@ -26,4 +26,5 @@ def _sqlite(element, compiler, **kw):
 
 @compiles(api_timestamp, "postgresql")
 def _postgresql(element, compiler, **kw):
-    return f"""to_char({compiler.process(element.clauses, **kw)}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+    column = compiler.process(element.clauses, **kw)
+    return f"""to_char({column}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""

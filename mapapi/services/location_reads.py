@@ -51,12 +51,21 @@ _LAYER_ID = _LAYER_KEYS.index("id")
 
 # Built once: the page of 100 is the hot path.
 _COUNT = select(func.count()).where(_locations.c.map_id == bindparam("map_id"))
-_PAGE = (
-    select(*_LOCATION_COLUMNS)
+# The page's keys first, from the (map_id, pk) index alone; only then its
+# rows. Selected directly, the rows an OFFSET skips would be read and (on
+# PostgreSQL) formatted too: 4x the time of page 1 at page 1000 of 100,000.
+_page_keys = (
+    select(_locations.c.pk)
     .where(_locations.c.map_id == bindparam("map_id"))
     .order_by(_locations.c.pk)
     .limit(bindparam("limit"))
     .offset(bindparam("offset"))
+    .subquery()
+)
+_PAGE = (
+    select(*_LOCATION_COLUMNS)
+    .join_from(_locations, _page_keys, _locations.c.pk == _page_keys.c.pk)
+    .order_by(_locations.c.pk)
 )
 _ONE = select(*_LOCATION_COLUMNS).where(
     _locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id")
