@@ -1,7 +1,16 @@
-"""Checks of the contract's envelopes, and a free local port."""
+"""Checks of the contract's envelopes, a free local port, and ``mapapi serve``
+in a subprocess."""
 
 import re
+import shutil
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
 
 from .factories import error_code
 
@@ -68,3 +77,62 @@ def validation_details(response) -> dict:
     assert isinstance(body["message"], str) and body["message"]
     assert "details" in body, body
     return body["details"]
+
+
+def mapapi_program() -> str:
+    """The installed console script, next to this interpreter or on PATH."""
+    beside = Path(sys.executable).parent / "mapapi"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mapapi")
+    if found is None:
+        pytest.skip("the mapapi console script is not installed")
+    return found
+
+
+class ServeProcess:
+    """``mapapi serve`` in a subprocess on a free port; its output in files of ``workdir``."""
+
+    def __init__(self, env: dict, workdir: Path, name: str, threads: int | None = None):
+        self.name = name
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.stdout_path = workdir / f"{name}.out"
+        self.stderr_path = workdir / f"{name}.err"
+        command = [mapapi_program(), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        if threads is not None:
+            command += ["--threads", str(threads)]
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.process = subprocess.Popen(command, cwd=workdir, env=env, stdout=out, stderr=err)
+
+    def wait_until_up(self, seconds: float = 20.0) -> None:
+        """Until ``/healthz`` answers as the contract says; fails if the process exits."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                response = requests.get(self.base + "/healthz", timeout=1)
+                if response.status_code == 200:
+                    assert response.json() == {"data": {"status": "ok"}}
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(
+            f"server {self.name} did not come up (exit {self.process.poll()}): {self.stderr()}"
+        )
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        """Teardown: SIGTERM, then SIGKILL if it is still there after 5 s."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)

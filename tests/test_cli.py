@@ -4,7 +4,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 import requests
 
 from .factories import ApiClient, create_key, error_code
-from .helpers import free_port
+from .helpers import ServeProcess
 
 BIN = Path(sys.executable).parent
 FUTURE = "2999-01-01T00:00:00Z"
@@ -357,54 +356,9 @@ def run_command(tmp_path, env, *args, program="mapapi"):
     )
 
 
-class Served:
-    """``mapapi serve`` in a subprocess, its stdout and stderr in files."""
-
-    def __init__(self, tmp_path, env, run_name):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.stdout_path = tmp_path / f"{run_name}.out"
-        self.stderr_path = tmp_path / f"{run_name}.err"
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.process = subprocess.Popen(
-                [str(BIN / "mapapi"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-                cwd=tmp_path,
-                env=env,
-                stdout=out,
-                stderr=err,
-            )
-
-    def wait_until_up(self, seconds=10.0):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                response = requests.get(self.base + "/healthz", timeout=1)
-                if response.status_code == 200:
-                    assert response.json() == {"data": {"status": "ok"}}
-                    return
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"the server did not come up: {self.stderr_path.read_text()}")
-
-    def stdout(self) -> str:
-        return self.stdout_path.read_text()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-
 def serve_once(tmp_path, env, run_name, check=None) -> str:
     """Start the server, wait for it, run ``check(server)``, stop it; its stdout."""
-    server = Served(tmp_path, env, run_name)
+    server = ServeProcess(env, tmp_path, run_name)
     try:
         server.wait_until_up()
         if check is not None:

@@ -18,7 +18,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -30,7 +29,7 @@ import requests
 from sqlalchemy.engine import make_url
 
 from . import backends
-from .helpers import free_port
+from .helpers import ServeProcess, mapapi_program
 
 API = "/api/v1"
 STARTUP_SECONDS = 30
@@ -44,61 +43,12 @@ STOP_SECONDS = 15  # SIGTERM: the process must be gone by then
 # --- a server in a subprocess ----------------------------------------------------
 
 
-def mapapi_program() -> str:
-    beside = Path(sys.executable).parent / "mapapi"
-    if beside.exists():
-        return str(beside)
-    pytest.skip("the mapapi console script is not installed next to this interpreter")
-
-
 def run_mapapi(env: dict, cwd: Path, *args) -> str:
     result = subprocess.run(
         [mapapi_program(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, (args, result.returncode, result.stderr)
     return result.stdout
-
-
-class Server:
-    """``mapapi serve`` on a free port, its output in files of ``workdir``."""
-
-    def __init__(self, env: dict, workdir: Path, name: str, threads: int = 8):
-        self.name = name
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.stdout_path = workdir / f"{name}.out"
-        self.stderr_path = workdir / f"{name}.err"
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.process = subprocess.Popen(
-                [mapapi_program(), "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--threads", str(threads)],
-                cwd=workdir, env=env, stdout=out, stderr=err,
-            )
-
-    def wait_until_up(self) -> None:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                if requests.get(self.base + "/healthz", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(
-            f"server {self.name} did not come up (exit {self.process.poll()}): {self.stderr()}"
-        )
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")[-4000:]
-
-    def stop(self) -> None:
-        """Teardown: make sure the process is gone, whatever state it is in."""
-        if self.process.poll() is None:
-            self.process.kill()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a kernel problem
-            pass
 
 
 class Caller:
@@ -171,15 +121,15 @@ def deployment(app_config, tmp_path):
         MAPAPI_RATELIMIT_MAP_CREATE="1000000 per hour",
         MAPAPI_RATELIMIT_BULK="1000000 per hour",
     )
-    servers: list[Server] = []
+    servers: list[ServeProcess] = []
 
     class Deployment:
         backend = "postgresql" if on_postgres else "sqlite"
 
-        def start(self, name: str) -> Server:
-            server = Server(env, tmp_path, name)
+        def start(self, name: str) -> ServeProcess:
+            server = ServeProcess(env, tmp_path, name, threads=8)
             servers.append(server)
-            server.wait_until_up()
+            server.wait_until_up(STARTUP_SECONDS)
             return server
 
     deployment = None

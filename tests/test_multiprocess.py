@@ -10,11 +10,8 @@ Also: on a PostgreSQL database whose schema is missing or out of date,
 """
 
 import os
-import shutil
 import subprocess
-import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -24,22 +21,11 @@ import requests
 from sqlalchemy import create_engine, inspect, text
 
 from . import backends
-from .helpers import free_port
+from .helpers import ServeProcess, free_port, mapapi_program
 
 API = "/api/v1"
 STARTUP_SECONDS = 20
 HTTP_TIMEOUT = 15
-
-
-def mapapi_program() -> str:
-    """The installed console script, next to this interpreter or on PATH."""
-    beside = Path(sys.executable).parent / "mapapi"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("mapapi")
-    if found is None:
-        pytest.skip("the mapapi console script is not installed")
-    return found
 
 
 def command_env(instance: Path, database_url: str, **extra) -> dict:
@@ -71,58 +57,13 @@ def table_names(database_url: str) -> set[str]:
         engine.dispose()
 
 
-class Server:
-    """``mapapi serve`` in a subprocess on a free port; output in files."""
-
-    def __init__(self, env: dict, workdir: Path, name: str):
-        self.name = name
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.stderr_path = workdir / f"{name}.err"
-        self.stdout_path = workdir / f"{name}.out"
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.process = subprocess.Popen(
-                [mapapi_program(), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-                cwd=workdir,
-                env=env,
-                stdout=out,
-                stderr=err,
-            )
-
-    def wait_until_up(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                response = requests.get(self.base + "/healthz", timeout=1)
-                if response.status_code == 200:
-                    assert response.json() == {"data": {"status": "ok"}}
-                    return
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(
-            f"server {self.name} did not come up (exit {self.process.poll()}): "
-            f"{self.stderr_path.read_text()}"
-        )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-
 class Caller:
     """One account's key, speaking to either process."""
 
     def __init__(self, secret: str):
         self.secret = secret
 
-    def request(self, server: Server, method: str, path: str, **kwargs) -> requests.Response:
+    def request(self, server: ServeProcess, method: str, path: str, **kwargs) -> requests.Response:
         headers = {"Authorization": f"Bearer {self.secret}"}
         return requests.request(
             method, server.base + API + path, headers=headers, timeout=HTTP_TIMEOUT, **kwargs
@@ -130,7 +71,7 @@ class Caller:
 
 
 class Cluster:
-    def __init__(self, env: dict, workdir: Path, a: Server, b: Server):
+    def __init__(self, env: dict, workdir: Path, a: ServeProcess, b: ServeProcess):
         self.env = env
         self.workdir = workdir
         self.a = a
@@ -164,10 +105,9 @@ def cluster(postgres_server, redis_url, tmp_path_factory):
             MAPAPI_RATELIMIT_BULK="1000 per hour",
         )
         checked(run_mapapi(env, workdir, "db", "upgrade"))
-        servers = [Server(env, workdir, "a"), Server(env, workdir, "b")]
-        deadline = time.monotonic() + STARTUP_SECONDS
+        servers = [ServeProcess(env, workdir, "a"), ServeProcess(env, workdir, "b")]
         for server in servers:
-            server.wait_until_up(deadline)
+            server.wait_until_up(STARTUP_SECONDS)
         yield Cluster(env, workdir, *servers)
     finally:
         for server in servers:
