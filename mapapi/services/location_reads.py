@@ -63,23 +63,32 @@ _page_keys = (
     .subquery()
 )
 _PAGE = (
-    select(*_LOCATION_COLUMNS)
+    select(_locations.c.pk, *_LOCATION_COLUMNS)
     .join_from(_locations, _page_keys, _locations.c.pk == _page_keys.c.pk)
     .order_by(_locations.c.pk)
 )
-_ONE = select(*_LOCATION_COLUMNS).where(
+_ONE = select(_locations.c.pk, *_LOCATION_COLUMNS).where(
     _locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id")
 )
-_PAGE_IDS = bindparam("ids", expanding=True)
+# The locations of a page are exactly its map's locations from its first
+# pk to its last: their tags and layers are found through the same index,
+# with no list of 100 ids to send.
+_ON_PAGE = (
+    (_locations.c.map_id == bindparam("map_id"))
+    & (_locations.c.pk >= bindparam("first"))
+    & (_locations.c.pk <= bindparam("last"))
+)
 _TAGS = (
     select(_links.c.location_id, _links.c.tag_id)
-    .where(_links.c.location_id.in_(_PAGE_IDS))
+    .join_from(_locations, _links, _links.c.location_id == _locations.c.id)
+    .where(_ON_PAGE)
     .order_by(_links.c.position)
 )
 _LAYERS = (
     select(location_layers.c.location_id, *_LAYER_COLUMNS)
-    .join_from(location_layers, _layers, location_layers.c.layer_id == _layers.c.id)
-    .where(location_layers.c.location_id.in_(_PAGE_IDS))
+    .join_from(_locations, location_layers, location_layers.c.location_id == _locations.c.id)
+    .join(_layers, location_layers.c.layer_id == _layers.c.id)
+    .where(_ON_PAGE)
     .order_by(_layers.c.position)
 )
 _dump_pagination = compile_dumper(PaginationSchema())
@@ -95,7 +104,7 @@ def location_page(map_id: str, page: int, page_size: int) -> dict:
         params = {"map_id": map_id, "limit": page_size, "offset": offset}
         rows = connection.execute(_PAGE, params).all()
     return {
-        "locations": _with_relations(connection, rows),
+        "locations": _with_relations(connection, map_id, rows),
         "pagination": _dump_pagination(page_info(total, page, page_size)),
     }
 
@@ -104,27 +113,28 @@ def read_location(map_id: str, location_id: str) -> dict | None:
     """Location ``location_id`` of map ``map_id``, dumped; None when there is none."""
     connection = db.session.connection()
     rows = connection.execute(_ONE, {"map_id": map_id, "location_id": location_id}).all()
-    found = _with_relations(connection, rows)
+    found = _with_relations(connection, map_id, rows)
     return found[0] if found else None
 
 
-def _with_relations(connection, rows: list[Row]) -> list[dict]:
-    """The locations of ``rows`` as dicts, with their tag ids and layers."""
+def _with_relations(connection, map_id: str, rows: list[Row]) -> list[dict]:
+    """The locations of ``rows`` (consecutive locations of map ``map_id``, in
+    ``pk`` order) as dicts, with their tag ids and layers."""
     by_id = {}
-    for row in rows:
-        location = dict(zip(_LOCATION_KEYS, row, strict=True))
+    for _pk, *values in rows:
+        location = dict(zip(_LOCATION_KEYS, values, strict=True))
         location["properties"] = RawJSON(location["properties"])
         location["tagIds"] = []
         location["layers"] = []
         by_id[location["id"]] = location
     if not by_id:
         return []
-    ids = list(by_id)
+    on_page = {"map_id": map_id, "first": rows[0].pk, "last": rows[-1].pk}
     # .all(): one fetch, where iterating the result fetches row by row.
-    for location_id, tag_id in connection.execute(_TAGS, {"ids": ids}).all():
+    for location_id, tag_id in connection.execute(_TAGS, on_page).all():
         by_id[location_id]["tagIds"].append(tag_id)
     layers = {}  # each layer dumped once, shared by its locations
-    for location_id, *values in connection.execute(_LAYERS, {"ids": ids}).all():
+    for location_id, *values in connection.execute(_LAYERS, on_page).all():
         layer = layers.get(values[_LAYER_ID])
         if layer is None:
             layer = layers[values[_LAYER_ID]] = dict(zip(_LAYER_KEYS, values, strict=True))
