@@ -5,14 +5,19 @@ read. Through the ORM it built some 400 objects and parsed every timestamp
 and ``properties`` document only to write them out again. Here Core
 statements return what the response shows: timestamps written by the
 database as the API writes them, ``properties`` as its stored JSON text
-(embedded as it is), and each layer dumped once however many of the page's
-locations are on it. Columns and keys are taken from ``LocationSchema`` and
+(embedded as it is), each location's tag and layer ids aggregated into its
+own row, and each layer of the page read and dumped once. That is one row
+per location and one per layer: on SQLite every row fetched releases and
+retakes the GIL, which under a threaded server's load costs more than the
+row itself. Columns and keys are taken from ``LocationSchema`` and
 ``LayerSchema``, so the output stays the one they define (a test compares
 it with their dump of the same rows).
 """
 
+from operator import itemgetter
+
 from marshmallow import Schema, fields
-from sqlalchemy import Row, Text, bindparam, cast, func, select
+from sqlalchemy import Row, String, Text, bindparam, cast, func, literal_column, select
 
 from ..extensions import db
 from ..fields import Timestamp
@@ -62,34 +67,44 @@ _page_keys = (
     .offset(bindparam("offset"))
     .subquery()
 )
+# Each location's tags as "position tag_id,...", and its layer ids as
+# "id,...": in no particular order (SQLite 3.40 cannot order inside an
+# aggregate), put in order in Python. Ids never hold " " or ",".
+_TAG_LINKS = (
+    select(
+        func.aggregate_strings(
+            cast(_links.c.position, String) + literal_column("' '") + _links.c.tag_id, ","
+        )
+    )
+    .where(_links.c.location_id == _locations.c.id)
+    .scalar_subquery()
+)
+_LAYER_IDS = (
+    select(func.aggregate_strings(location_layers.c.layer_id, ","))
+    .where(location_layers.c.location_id == _locations.c.id)
+    .scalar_subquery()
+)
+_ROW = (_locations.c.pk, _TAG_LINKS, _LAYER_IDS, *_LOCATION_COLUMNS)
 _PAGE = (
-    select(_locations.c.pk, *_LOCATION_COLUMNS)
+    select(*_ROW)
     .join_from(_locations, _page_keys, _locations.c.pk == _page_keys.c.pk)
     .order_by(_locations.c.pk)
 )
-_ONE = select(_locations.c.pk, *_LOCATION_COLUMNS).where(
+_ONE = select(*_ROW).where(
     _locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id")
 )
 # The locations of a page are exactly its map's locations from its first
-# pk to its last: their tags and layers are found through the same index,
-# with no list of 100 ids to send.
-_ON_PAGE = (
-    (_locations.c.map_id == bindparam("map_id"))
-    & (_locations.c.pk >= bindparam("first"))
-    & (_locations.c.pk <= bindparam("last"))
-)
-_TAGS = (
-    select(_links.c.location_id, _links.c.tag_id)
-    .join_from(_locations, _links, _links.c.location_id == _locations.c.id)
-    .where(_ON_PAGE)
-    .order_by(_links.c.position)
-)
-_LAYERS = (
-    select(location_layers.c.location_id, *_LAYER_COLUMNS)
-    .join_from(_locations, location_layers, location_layers.c.location_id == _locations.c.id)
-    .join(_layers, location_layers.c.layer_id == _layers.c.id)
-    .where(_ON_PAGE)
-    .order_by(_layers.c.position)
+# pk to its last: their layers are found through the same index.
+_LAYERS = select(*_LAYER_COLUMNS).where(
+    _layers.c.id.in_(
+        select(location_layers.c.layer_id)
+        .join_from(_locations, location_layers, location_layers.c.location_id == _locations.c.id)
+        .where(
+            _locations.c.map_id == bindparam("map_id"),
+            _locations.c.pk >= bindparam("first"),
+            _locations.c.pk <= bindparam("last"),
+        )
+    )
 )
 _dump_pagination = compile_dumper(PaginationSchema())
 
@@ -120,23 +135,32 @@ def read_location(map_id: str, location_id: str) -> dict | None:
 def _with_relations(connection, map_id: str, rows: list[Row]) -> list[dict]:
     """The locations of ``rows`` (consecutive locations of map ``map_id``, in
     ``pk`` order) as dicts, with their tag ids and layers."""
-    by_id = {}
-    for _pk, *values in rows:
-        location = dict(zip(_LOCATION_KEYS, values, strict=True))
-        location["properties"] = RawJSON(location["properties"])
-        location["tagIds"] = []
-        location["layers"] = []
-        by_id[location["id"]] = location
-    if not by_id:
+    if not rows:
         return []
     on_page = {"map_id": map_id, "first": rows[0].pk, "last": rows[-1].pk}
-    # .all(): one fetch, where iterating the result fetches row by row.
-    for location_id, tag_id in connection.execute(_TAGS, on_page).all():
-        by_id[location_id]["tagIds"].append(tag_id)
-    layers = {}  # each layer dumped once, shared by its locations
-    for location_id, *values in connection.execute(_LAYERS, on_page).all():
-        layer = layers.get(values[_LAYER_ID])
-        if layer is None:
-            layer = layers[values[_LAYER_ID]] = dict(zip(_LAYER_KEYS, values, strict=True))
-        by_id[location_id]["layers"].append(layer)
-    return list(by_id.values())
+    layers = {  # each layer dumped once, shared by its locations
+        values[_LAYER_ID]: dict(zip(_LAYER_KEYS, values, strict=True))
+        for values in connection.execute(_LAYERS, on_page).all()
+    }
+    locations = []
+    for _pk, tag_links, layer_ids, *values in rows:
+        location = dict(zip(_LOCATION_KEYS, values, strict=True))
+        location["properties"] = RawJSON(location["properties"])
+        location["tagIds"] = _tag_ids(tag_links)
+        location["layers"] = sorted(
+            (layers[layer_id] for layer_id in layer_ids.split(",")) if layer_ids else (),
+            key=_by_order,
+        )
+        locations.append(location)
+    return locations
+
+
+def _tag_ids(tag_links: str | None) -> list[str]:
+    """``"1 b,0 a"`` -> ``["a", "b"]``: the tag ids in the order the client gave."""
+    if not tag_links:
+        return []
+    links = (link.split(" ") for link in tag_links.split(","))
+    return [tag_id for _, tag_id in sorted((int(position), tag_id) for position, tag_id in links)]
+
+
+_by_order = itemgetter("order")
