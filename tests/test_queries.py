@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from . import backends
 from .factories import create_key, make_category, make_layer, make_map, make_tag
 
 #: What a fixed-size request may cost: key lookup, transaction, a few queries.
@@ -146,3 +147,51 @@ def test_get_location_costs_a_small_fixed_number_of_statements(api, statements):
     assert len(fetched["tagIds"]) == 3 and len(fetched["layers"]) == 2
     assert rich_cost == plain_cost
     assert rich_cost <= 8
+
+
+#: The statements of the benchmark's scenarios (benchmarks/run.py prints the
+#: same counts, and lists them with --show-sql). SQLite's explicit BEGIN is
+#: one more than PostgreSQL's implicit one.
+BENCHMARKED = {
+    "GET /maps/:id": 3,  # BEGIN, key, map
+    "GET locations": 6,  # + count, page (tag and layer ids in each row), the page's layers
+    "POST location": 7,  # BEGIN IMMEDIATE, key, map (locked), categories, tags, 2 INSERTs
+    "POST bulk": 7,  # the same for 100 locations
+    # BEGIN IMMEDIATE, key, map (locked), the location with its tags and layers
+    # (3), the layers asked for, the UPDATE of updatedAt, a DELETE and an INSERT
+    "PUT location layers": 10,
+    "bad key": 2,  # BEGIN, key
+}
+
+
+def test_the_benchmarked_requests_cost_what_the_benchmark_reports(api, statements):
+    map_id = located_map(api, 3)
+    tags = [tag["id"] for tag in api.get(f"/maps/{map_id}/tags").get_json()["data"]["tags"]]
+    category = api.get(f"/maps/{map_id}/categories").get_json()["data"]["categories"][0]["id"]
+    item = {"name": "n", "lat": 1, "lng": 2, "tagIds": tags[:2], "categoryId": category}
+    costs = {
+        "GET /maps/:id": count_statements(api, statements, "GET", f"/maps/{map_id}")[0],
+        "GET locations": count_statements(
+            api, statements, "GET", f"/maps/{map_id}/locations?pageSize=100"
+        )[0],
+        "POST location": count_statements(
+            api, statements, "POST", f"/maps/{map_id}/locations", 201, json=item
+        )[0],
+        "POST bulk": count_statements(
+            api, statements, "POST", f"/maps/{map_id}/locations/bulk", 201,
+            json={"locations": [item] * 100},
+        )[0],
+    }  # fmt: skip
+    location = api.get(f"/maps/{map_id}/locations").get_json()["data"]["locations"][0]
+    kept, _dropped = (layer["id"] for layer in location["layers"])
+    added = make_layer(api, map_id, name="added")["id"]
+    costs["PUT location layers"] = count_statements(
+        api, statements, "PUT", f"/maps/{map_id}/locations/{location['id']}/layers",
+        json={"layerIds": [kept, added]},
+    )[0]  # fmt: skip
+    statements.reset()
+    refused = api.get(f"/maps/{map_id}", headers={"Authorization": "Bearer mk_live_" + "x" * 43})
+    assert refused.status_code == 401
+    costs["bad key"] = statements.count
+    implicit_begin = 1 if backends.on_postgres() else 0
+    assert costs == {name: cost - implicit_begin for name, cost in BENCHMARKED.items()}
