@@ -1237,14 +1237,15 @@ def call_wsgi(app, environ) -> None:
 def frame_place(frame) -> tuple[str, str]:
     """(owner, file) of a frame: a library and its subpackage, or a mapapi module."""
     path = (frame.file_path or "").replace("\\", "/")
-    if "/mapapi/" in path:
-        inside = "mapapi/" + path.rsplit("/mapapi/", 1)[1]
-        return inside.removesuffix(".py").replace("/", "."), inside
-    if "site-packages/" in path:
+    # Libraries first: a venv may itself live in a folder named mapapi.
+    if "site-packages/" in path and "site-packages/mapapi/" not in path:
         inside = path.split("site-packages/", 1)[1]
         parts = inside.split("/")
         owner = ".".join(parts[:2]) if len(parts) > 2 else parts[0]
         return owner.removesuffix(".py"), inside
+    if "/mapapi/" in path:
+        inside = "mapapi/" + path.rsplit("/mapapi/", 1)[1]
+        return inside.removesuffix(".py").replace("/", "."), inside
     if not path or path.startswith("<"):
         return "built-in (C)", path or "<built-in>"
     return "stdlib " + Path(path).stem, Path(path).name
@@ -1258,7 +1259,7 @@ LANDMARKS = {
     "sqlalchemy/orm/loading.py:instances": "SQLAlchemy ORM: rows into objects (selectin included)",
     "sqlalchemy/orm/strategies.py:_load_for_path": "SQLAlchemy ORM: selectinload of a relation",
     "marshmallow/schema.py:dump": "marshmallow: dump the output schema",
-    "flask/json/provider.py:response": "JSON encoding of the response (jsonify)",
+    "mapapi/jsonprovider.py:response": "JSON encoding of the response (jsonify, orjson)",
     "threading.py:start": "starting threads (limits' MemoryStorage expiry timer)",
 }
 
