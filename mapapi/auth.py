@@ -15,7 +15,7 @@ from typing import NamedTuple
 from flask import g, request
 from sqlalchemy import bindparam, or_, select, update
 
-from .database import WRITE_METHODS
+from .database import WRITE_METHODS, begin_request_transaction
 from .errors import APIError
 from .extensions import db
 from .models import Account, ApiKey, has_expired, has_pro
@@ -83,7 +83,7 @@ def identify() -> None:
         g.auth_error = _invalid_key()
         return
     key = (
-        db.session.connection()
+        begin_request_transaction()
         .execute(_KEY_BY_HASH, {"secret_hash": hash_secret(token)})
         .one_or_none()
     )
@@ -133,3 +133,4 @@ def _record_use(key, now) -> None:
         .values(last_used_at=now)
     )
     db.session.commit()
+    begin_request_transaction()

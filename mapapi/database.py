@@ -5,6 +5,8 @@ import threading
 from flask import has_request_context, request
 from sqlalchemy import event
 
+from .extensions import db
+
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BUSY_TIMEOUT_SECONDS = 5
 
@@ -83,3 +85,20 @@ def wants_write_lock(connection) -> bool:
     if has_request_context():
         return request.method in WRITE_METHODS
     return True
+
+
+def begin_request_transaction():
+    """Begin the request's transaction; its connection.
+
+    A reading request sees one snapshot of the database from its first
+    statement to its last, so that a page, its count and its layers agree.
+    SQLite gives that to every transaction (``BEGIN``, WAL); PostgreSQL's
+    default, READ COMMITTED, takes a new snapshot per statement, so reads
+    ask for REPEATABLE READ there (which never fails a read-only
+    transaction). Writes keep READ COMMITTED and lock the rows they depend
+    on (``services.ownership.owned_map``).
+    """
+    options = {}
+    if db.engine.dialect.name == "postgresql" and request.method not in WRITE_METHODS:
+        options["isolation_level"] = "REPEATABLE READ"
+    return db.session.connection(execution_options=options)
