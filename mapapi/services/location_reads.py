@@ -28,7 +28,7 @@ from ..schemas import LayerSchema, LocationSchema
 from ..serialization import compile_dumper
 from ..sqlformat import api_timestamp
 
-RELATIONS = ("tag_ids", "layers")  # the fields that are not columns of the row
+_RELATIONS = ("tag_ids", "layers")  # the fields that are not columns of the row
 
 _locations, _links, _layers = Location.__table__, LocationTag.__table__, Layer.__table__
 
@@ -48,7 +48,7 @@ def _output_columns(schema: Schema, table, skip=()) -> list:
     return columns
 
 
-_LOCATION_COLUMNS = _output_columns(LocationSchema(), _locations, skip=RELATIONS)
+_LOCATION_COLUMNS = _output_columns(LocationSchema(), _locations, skip=_RELATIONS)
 _LOCATION_KEYS = tuple(column.name for column in _LOCATION_COLUMNS)
 _LAYER_COLUMNS = _output_columns(LayerSchema(), _layers)
 _LAYER_KEYS = tuple(column.name for column in _LAYER_COLUMNS)
@@ -58,7 +58,7 @@ _LAYER_ID = _LAYER_KEYS.index("id")
 _COUNT = select(func.count()).where(_locations.c.map_id == bindparam("map_id"))
 # The page's keys first, from the (map_id, pk) index alone; only then its
 # rows. Selected directly, the rows an OFFSET skips would be read and (on
-# PostgreSQL) formatted too: 4x the time of page 1 at page 1000 of 100,000.
+# PostgreSQL) formatted too: page 1000 of 100,000 took 2.6 times page 1.
 _page_keys = (
     select(_locations.c.pk)
     .where(_locations.c.map_id == bindparam("map_id"))
