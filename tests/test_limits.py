@@ -231,6 +231,17 @@ def nested_properties(levels: int) -> dict:
     return {"k": value}
 
 
+def assert_properties_refused(api, path: str, location_id: str, created, updated) -> None:
+    """``properties`` refused in a create (``created``) and in an update of
+    ``location_id`` (``updated``), each a VALIDATION_ERROR naming the field."""
+    responses = (
+        api.post(path, json={"name": "n", "lat": 0, "lng": 0, "properties": created}),
+        api.put(f"{path}/{location_id}", json={"properties": updated}),
+    )
+    for response in responses:
+        assert_refused(response, 400, "VALIDATION_ERROR", "properties")
+
+
 def test_properties_of_16384_bytes_as_compact_utf8_are_accepted_and_one_byte_more_is_refused(api):
     map_id = make_map(api)["id"]
     path = f"/maps/{map_id}/locations"
@@ -243,18 +254,7 @@ def test_properties_of_16384_bytes_as_compact_utf8_are_accepted_and_one_byte_mor
     created = data_of(api.post(path, data=raw, content_type="application/json"), 201)
     assert data_of(api.get(f"{path}/{created['id']}"))["properties"] == at_bound
     past = properties_of_size(16_385)
-    assert_refused(
-        api.post(path, json={"name": "n", "lat": 0, "lng": 0, "properties": past}),
-        400,
-        "VALIDATION_ERROR",
-        "properties",
-    )
-    assert_refused(
-        api.put(f"{path}/{created['id']}", json={"properties": past}),
-        400,
-        "VALIDATION_ERROR",
-        "properties",
-    )
+    assert_properties_refused(api, path, created["id"], past, past)
     assert data_of(api.get(f"{path}/{created['id']}"))["properties"] == at_bound
 
 
@@ -267,18 +267,7 @@ def test_properties_nested_10_levels_are_accepted_and_11_are_refused(api):
         )
         assert data_of(api.get(f"{path}/{created['id']}"))["properties"] == at_bound
     past = nested_properties(11)
-    assert_refused(
-        api.post(path, json={"name": "n", "lat": 0, "lng": 0, "properties": past}),
-        400,
-        "VALIDATION_ERROR",
-        "properties",
-    )
-    assert_refused(
-        api.put(f"{path}/{created['id']}", json={"properties": {"a": [past]}}),
-        400,
-        "VALIDATION_ERROR",
-        "properties",
-    )
+    assert_properties_refused(api, path, created["id"], past, {"a": [past]})
 
 
 # --- pages ---------------------------------------------------------------------------

@@ -537,13 +537,11 @@ class Client:
         )
 
     def race_tag_delete(self):
-        live = self.account.live_race_tags()
-        if live:
-            tag_id = self.rng.choice(sorted(live))
-            result = self.call("DELETE", f"/maps/{self.account.race_map}/tags/{tag_id}", {200, 404})
-            if isinstance(result, dict):
-                with self.account.lock:
-                    self.account.race_tags_deleted.add(tag_id)
+        self.delete_one_of(
+            self.account.live_race_tags(),
+            f"/maps/{self.account.race_map}/tags/{{}}",
+            self.account.race_tags_deleted,
+        )
 
     def shared_layer_create(self):
         body = {"name": f"Shared {uuid.uuid4().hex[:6]}"}
@@ -622,13 +620,15 @@ class Client:
         self.record_keys([self.call("POST", "/keys", {201, 409}, body)])
 
     def race_key_revoke(self):
-        live = self.account.live_keys()
+        self.delete_one_of(self.account.live_keys(), "/keys/{}", self.account.keys_revoked)
+
+    def delete_one_of(self, live, path: str, deleted: set[str]) -> None:
+        """DELETE one of the ``live`` ids at ``path``; note it in ``deleted`` if it went."""
         if live:
-            key_id = self.rng.choice(sorted(live))
-            result = self.call("DELETE", f"/keys/{key_id}", {200, 404})
-            if isinstance(result, dict):
+            item_id = self.rng.choice(sorted(live))
+            if isinstance(self.call("DELETE", path.format(item_id), {200, 404}), dict):
                 with self.account.lock:
-                    self.account.keys_revoked.add(key_id)
+                    deleted.add(item_id)
 
 
 # --- checking the database against the ledger ---------------------------------------------
