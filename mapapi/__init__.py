@@ -5,8 +5,8 @@ import os
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import access_log, auth, headers, payload, ratelimit
 from . import config as settings
+from . import hooks, ratelimit
 from .api import register_blueprints
 from .cli import register_commands
 from .database import configure_engine
@@ -70,16 +70,5 @@ def trust_proxies(app: Flask) -> None:
 
 
 def register_hooks(app: Flask) -> None:
-    # Before-request hooks run in this order, which is the contract's order
-    # of checks: the general rate limit needs to know the account but must
-    # answer before a 401/403, so authentication is split around it. Routing
-    # (404/405) happens after all of them, when Flask dispatches.
-    app.before_request(access_log.start_timer)
-    app.before_request(headers.assign_request_id)
-    app.before_request(auth.identify)
-    app.before_request(ratelimit.check_rate_limits)
-    app.before_request(auth.enforce)
-    app.before_request(payload.check_body_size)
-    app.after_request(ratelimit.add_rate_limit_headers)
-    app.after_request(headers.add_standard_headers)
-    app.after_request(access_log.log_request)
+    app.before_request(hooks.before_request)
+    app.after_request(hooks.after_request)
