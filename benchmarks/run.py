@@ -493,6 +493,17 @@ def build_scenarios(seeded: Seeded) -> list[Scenario]:
             {"Authorization": "Bearer mk_live_" + "x" * 43},
             401,
         ),
+        # Not a target: the floor of every API request, all of mapapi's
+        # per-request work (hooks, rate limit, error body, headers, access log)
+        # without the database.
+        Scenario(
+            "no_key",
+            "no key (401, no SQL)",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}")],
+            {},
+            401,
+        ),
     ]
 
 
