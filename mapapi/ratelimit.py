@@ -170,7 +170,6 @@ def check_rate_limits() -> None:
 
 def add_rate_limit_headers(response):
     """Describe the bucket with the fewest requests left; Retry-After on 429."""
-    response.headers.pop("Retry-After", None)
     if not is_api_request():
         return response
     states = g.get("rate_limit_states")
