@@ -157,8 +157,9 @@ BENCHMARKED = {
     "GET locations": 6,  # + count, page (tag and layer ids in each row), the page's layers
     "POST location": 7,  # BEGIN IMMEDIATE, key, map (locked), categories, tags, 2 INSERTs
     "POST bulk": 7,  # the same for 100 locations
-    # BEGIN IMMEDIATE, key, map (locked), the location with its tags and layers
-    # (3), the layers asked for, the UPDATE of updatedAt, a DELETE and an INSERT
+    # BEGIN IMMEDIATE, key, map (locked), the location's layer ids, the layers
+    # asked for, a DELETE and an INSERT of memberships, the UPDATE of
+    # updatedAt, the location read back (2)
     "PUT location layers": 10,
     "bad key": 2,  # BEGIN, key
     "no key": 0,  # refused before any SQL: no key, so nothing to look up

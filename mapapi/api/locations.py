@@ -19,15 +19,16 @@ from ..schemas import (
     LocationInputSchema,
     LocationSchema,
 )
+from ..services.location_reads import location_page, read_location
 from ..services.locations import (
     LOCATION_LOADS,
     apply_location_update,
     check_references,
     create_locations,
+    location_layer_ids,
     reference_errors,
     replace_layers,
 )
-from ..services.location_reads import location_page, read_location
 from ..services.ownership import map_child, owned_map, read_map
 
 bp = Blueprint("locations", __name__)
@@ -125,7 +126,8 @@ def delete_location(map_id, location_id):
 def replace_location_layers(map_id, location_id):
     """Replace the set of layers a location is on."""
     map_ = owned_map(map_id)
-    location = map_child(Location, map_, location_id, *LOCATION_LOADS)
-    replace_layers(map_, location, load_body()["layer_ids"])
+    current = location_layer_ids(map_, location_id)
+    replace_layers(map_, location_id, current, load_body()["layer_ids"])
+    location = read_location(map_.id, location_id)
     db.session.commit()
-    return respond(location)
+    return respond_dumped(location)

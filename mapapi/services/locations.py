@@ -5,22 +5,47 @@ map; an id from anywhere else is a VALIDATION_ERROR naming the field. The
 checks for a whole bulk cost one query per kind of reference.
 """
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm import selectinload
 
-from ..errors import validation_error
+from ..errors import not_found, validation_error
 from ..extensions import db
-from ..models import Category, Layer, Location, LocationTag, Map, Tag, could_be_id, new_id
+from ..models import (
+    Category,
+    Layer,
+    Location,
+    LocationTag,
+    Map,
+    Tag,
+    could_be_id,
+    location_layers,
+    new_id,
+)
 from ..timeutil import utcnow
 from .changes import apply_changes
 
 #: What a dumped location needs, loaded in one statement per relation.
 LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers))
 
-_INSERT_LOCATION = insert(Location.__table__)
+_locations, _layers = Location.__table__, Layer.__table__
+_INSERT_LOCATION = insert(_locations)
 _INSERT_TAG_LINK = insert(LocationTag.__table__)
-_LOCATION_COLUMNS = tuple(
-    column.name for column in Location.__table__.columns if column.name != "pk"
+_LOCATION_COLUMNS = tuple(column.name for column in _locations.columns if column.name != "pk")
+# A location and its layer ids, one row per layer (one row with no layer id
+# when it is on none): it exists, and what its memberships are, at once.
+_LOCATION_LAYER_IDS = (
+    select(_locations.c.pk, location_layers.c.layer_id)
+    .select_from(
+        _locations.outerjoin(location_layers, location_layers.c.location_id == _locations.c.id)
+    )
+    .where(_locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id"))
+)
+_MAP_LAYER_IDS = select(_layers.c.id).where(
+    _layers.c.map_id == bindparam("map_id"), _layers.c.id.in_(bindparam("layer_ids", expanding=True))
+)
+_DELETE_MEMBERSHIPS = delete(location_layers).where(
+    location_layers.c.location_id == bindparam("location_id"),
+    location_layers.c.layer_id.in_(bindparam("layer_ids", expanding=True)),
 )
 
 
@@ -104,22 +129,55 @@ def apply_location_update(location: Location, data: dict) -> None:
             location.updated_at = utcnow()
 
 
-def replace_layers(map_: Map, location: Location, layer_ids: list[str]) -> None:
-    """Make ``layer_ids`` the location's whole set of layers."""
+def location_layer_ids(map_: Map, location_id: str) -> set[str]:
+    """The ids of the layers location ``location_id`` of ``map_`` is on;
+    NOT_FOUND when ``map_`` has no such location."""
+    rows = could_be_id(location_id) and (
+        db.session.connection()
+        .execute(_LOCATION_LAYER_IDS, {"map_id": map_.id, "location_id": location_id})
+        .all()
+    )
+    if not rows:
+        raise not_found("Location")
+    return {row.layer_id for row in rows if row.layer_id is not None}
+
+
+def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: list[str]) -> None:
+    """Make ``layer_ids`` the whole set of layers of the location, which is
+    on ``current`` now: only the memberships that change are written, and
+    ``updated_at`` moves only when the set does.
+
+    Core statements on the membership table: the ORM would load the
+    location, its tags and its layers as objects only to compute this
+    difference at flush.
+    """
+    connection = db.session.connection()
     candidates = [layer_id for layer_id in layer_ids if could_be_id(layer_id)]
-    layers = db.session.scalars(
-        select(Layer).where(Layer.map_id == map_.id, Layer.id.in_(candidates))
-    ).all()
-    found = {layer.id for layer in layers}
+    found = set(
+        connection.execute(_MAP_LAYER_IDS, {"map_id": map_.id, "layer_ids": candidates}).scalars()
+    )
     unknown = [layer_id for layer_id in layer_ids if layer_id not in found]
     if unknown:
         raise validation_error(
             "The request is invalid.",
             {"layerIds": [f"Not a layer of this map: {layer_id}" for layer_id in unknown]},
         )
-    if found != {layer.id for layer in location.layers}:
-        location.layers = sorted(layers, key=lambda layer: layer.position)
-        location.updated_at = utcnow()
+    removed, added = current - found, found - current
+    if removed:
+        connection.execute(
+            _DELETE_MEMBERSHIPS, {"location_id": location_id, "layer_ids": list(removed)}
+        )
+    if added:
+        connection.execute(
+            insert(location_layers),
+            [{"location_id": location_id, "layer_id": layer_id} for layer_id in added],
+        )
+    if removed or added:
+        connection.execute(
+            update(_locations)
+            .where(_locations.c.id == location_id)
+            .values(updated_at=utcnow())
+        )
 
 
 def touch_locations(where) -> None:
