@@ -47,6 +47,12 @@ _DELETE_MEMBERSHIPS = delete(location_layers).where(
     location_layers.c.location_id == bindparam("location_id"),
     location_layers.c.layer_id.in_(bindparam("layer_ids", expanding=True)),
 )
+_INSERT_MEMBERSHIP = insert(location_layers)
+_TOUCH_LOCATION = (
+    update(_locations)
+    .where(_locations.c.id == bindparam("location_id"))
+    .values(updated_at=bindparam("now"))
+)
 
 
 def _location_row(location: dict) -> dict:
@@ -169,15 +175,11 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
         )
     if added:
         connection.execute(
-            insert(location_layers),
+            _INSERT_MEMBERSHIP,
             [{"location_id": location_id, "layer_id": layer_id} for layer_id in added],
         )
     if removed or added:
-        connection.execute(
-            update(_locations)
-            .where(_locations.c.id == location_id)
-            .values(updated_at=utcnow())
-        )
+        connection.execute(_TOUCH_LOCATION, {"location_id": location_id, "now": utcnow()})
 
 
 def touch_locations(where) -> None:
