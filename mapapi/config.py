@@ -55,17 +55,15 @@ def defaults(instance_path: str) -> dict:
 
 
 def engine_options(database_url: str, pool_size: int) -> dict:
-    """Connection pool settings: sized for the server's threads, checked before use.
+    """Connection pool settings: sized for the server's threads.
 
-    ``pool_pre_ping`` replaces a connection the database dropped (a restart)
-    instead of failing a request with it; the timeouts turn an unreachable
-    database into a quick 503 rather than a hung request: connecting gives up
-    after 3 s, a connection whose packets go unacknowledged (a lost network)
-    is dropped after 10 s, and no statement runs longer than 30 s.
+    A connection the database dropped (a restart) is replaced before use by
+    ``database.configure_engine``. The timeouts turn an unreachable database
+    into a quick 503 rather than a hung request: connecting gives up after
+    3 s, a connection whose packets go unacknowledged (a lost network) is
+    dropped after 10 s, and no statement runs longer than 30 s.
     """
     options = {
-        # An SQLite file is never "dropped"; the ping would cost every request a statement.
-        "pool_pre_ping": not database_url.startswith("sqlite"),
         "pool_size": pool_size,
         "max_overflow": pool_size,
         "pool_timeout": 5,

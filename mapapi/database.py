@@ -1,9 +1,12 @@
-"""Database engine setup: SQLite made safe for a threaded server."""
+"""Database engine setup: SQLite made safe for a threaded server, and
+connections the database dropped replaced before use."""
 
+import select
 import threading
 
 from flask import has_request_context, request
 from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 
 from .extensions import db
 
@@ -12,7 +15,10 @@ BUSY_TIMEOUT_SECONDS = 5
 
 
 def configure_engine(engine) -> None:
-    """Tune SQLite for many threads; other databases need nothing here."""
+    """Tune SQLite for many threads; check a server's connections before use.
+
+    An SQLite file is never "dropped", so its connections need no check.
+    """
     if engine.dialect.name == "sqlite":
         writers = WriterQueue()
         event.listen(engine, "connect", _sqlite_on_connect)
@@ -21,6 +27,46 @@ def configure_engine(engine) -> None:
         event.listen(engine, "rollback", writers.end)
         # A safety net: a connection never goes back to the pool holding it.
         event.listen(engine, "checkin", writers.end_on_checkin)
+    else:
+        event.listen(engine, "checkout", DroppedConnections(engine.dialect).check)
+
+
+class DroppedConnections:
+    """Replaces a pooled connection the server closed while it sat idle.
+
+    The server's side of such a connection is gone (a restart, a proxy's
+    idle timeout) and its socket reads as ready: the server's last message
+    or the end of the stream. A healthy idle connection has nothing to
+    read. So the round trip that asks the server (SQLAlchemy's
+    ``pool_pre_ping`` sends it before every use: a fifth of the API's
+    requests per second on PostgreSQL in the benchmark) is only paid when
+    the socket has something to say. The pool replaces a connection this
+    refuses and tries again.
+    """
+
+    def __init__(self, dialect):
+        self.dialect = dialect
+
+    def check(self, dbapi_connection, _record, _proxy) -> None:
+        if dbapi_connection.closed or (
+            _has_input(dbapi_connection.fileno()) and not self._answers(dbapi_connection)
+        ):
+            raise DisconnectionError("the database closed this connection")
+
+    def _answers(self, dbapi_connection) -> bool:
+        try:
+            return self.dialect.do_ping(dbapi_connection)
+        except self.dialect.loaded_dbapi.Error:
+            return False
+
+
+def _has_input(fd: int) -> bool:
+    """Whether the socket ``fd`` can be read without waiting (data, end or error)."""
+    if not hasattr(select, "poll"):  # Windows: no poll(), so always ask the server
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class WriterQueue:

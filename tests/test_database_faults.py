@@ -13,6 +13,7 @@ import time
 import pytest
 import requests
 import waitress
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from mapapi import create_app
@@ -342,3 +343,57 @@ def test_a_database_port_nothing_listens_on_answers_503_quickly():
                 assert_unavailable(response, elapsed)
     finally:
         served.stop()
+
+
+@pytest.fixture
+def pooled(postgres_server):
+    """The app's engine on a fresh database, and an engine that watches its sessions."""
+    database_url = backends.create_postgres_database()
+    app = app_on(database_url)
+    watcher = create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    try:
+        with app.app_context():
+            yield db.engine, watcher
+            db.engine.dispose()
+    finally:
+        watcher.dispose()
+        backends.drop_postgres_database(database_url)
+
+
+def backend_pid(engine) -> int:
+    """Check a connection out of ``engine``'s pool, note its server process, check it in."""
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+
+
+def last_statement(watcher, pid: int):
+    """What the server process ``pid`` ran last, and when its state last changed."""
+    with watcher.connect() as connection:
+        return connection.execute(
+            text("SELECT query, state_change FROM pg_stat_activity WHERE pid = :pid"),
+            {"pid": pid},
+        ).one_or_none()
+
+
+def test_a_pooled_connection_the_server_still_holds_is_used_without_a_round_trip(pooled):
+    engine, watcher = pooled
+    pid = backend_pid(engine)
+    before = last_statement(watcher, pid)
+    connection = engine.connect()  # the checkout, and its check, happen here
+    try:
+        assert last_statement(watcher, pid) == before  # nothing was sent to ask
+        assert connection.execute(text("SELECT pg_backend_pid()")).scalar_one() == pid
+    finally:
+        connection.close()
+
+
+def test_a_pooled_connection_whose_server_process_ended_is_replaced_before_use(pooled):
+    engine, watcher = pooled
+    pid = backend_pid(engine)
+    with watcher.connect() as connection:
+        assert connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
+    deadline = time.monotonic() + QUICK_SECONDS
+    while last_statement(watcher, pid) is not None:
+        assert time.monotonic() < deadline, "the server process did not end"
+        time.sleep(0.05)
+    assert backend_pid(engine) != pid  # a new connection, and no error
