@@ -27,7 +27,7 @@ from .changes import apply_changes
 #: What a dumped location needs, loaded in one statement per relation.
 LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers))
 
-_locations, _layers = Location.__table__, Layer.__table__
+_locations = Location.__table__
 _INSERT_LOCATION = insert(_locations)
 _INSERT_TAG_LINK = insert(LocationTag.__table__)
 _LOCATION_COLUMNS = tuple(column.name for column in _locations.columns if column.name != "pk")
@@ -39,9 +39,6 @@ _LOCATION_LAYER_IDS = (
         _locations.outerjoin(location_layers, location_layers.c.location_id == _locations.c.id)
     )
     .where(_locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id"))
-)
-_MAP_LAYER_IDS = select(_layers.c.id).where(
-    _layers.c.map_id == bindparam("map_id"), _layers.c.id.in_(bindparam("layer_ids", expanding=True))
 )
 _DELETE_MEMBERSHIPS = delete(location_layers).where(
     location_layers.c.location_id == bindparam("location_id"),
@@ -157,11 +154,7 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
     location, its tags and its layers as objects only to compute this
     difference at flush.
     """
-    connection = db.session.connection()
-    candidates = [layer_id for layer_id in layer_ids if could_be_id(layer_id)]
-    found = set(
-        connection.execute(_MAP_LAYER_IDS, {"map_id": map_.id, "layer_ids": candidates}).scalars()
-    )
+    found = _existing_ids(Layer, map_, set(layer_ids))
     unknown = [layer_id for layer_id in layer_ids if layer_id not in found]
     if unknown:
         raise validation_error(
@@ -169,6 +162,7 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
             {"layerIds": [f"Not a layer of this map: {layer_id}" for layer_id in unknown]},
         )
     removed, added = current - found, found - current
+    connection = db.session.connection()
     if removed:
         connection.execute(
             _DELETE_MEMBERSHIPS, {"location_id": location_id, "layer_ids": list(removed)}
