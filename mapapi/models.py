@@ -2,7 +2,8 @@
 
 Every table has an integer ``pk`` that only orders rows by creation (the
 locations of one bulk get theirs in input order) and a public ``id``: an
-opaque, URL-safe string of 128 random bits that relations refer to.
+opaque, URL-safe string (a clock, then 96 random bits: ``new_id``) that
+relations refer to.
 Deletes cascade in the database itself (``ON DELETE``), so a map's delete
 is one statement however much it holds.
 """
@@ -10,7 +11,9 @@ is one statement however much it holds.
 import json
 import re
 import secrets
+import time
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -35,13 +38,31 @@ ID_LENGTH = 22
 _ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{%d}" % ID_LENGTH)
 
 
+# Base 64 digits in the order they sort in: a clock written with them sorts
+# as the time it holds does.
+_SORTING_DIGITS = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+_CLOCK_SHIFTS = (30, 24, 18, 12, 6, 0)
+_CLOCK_MARK = 1 << 35
+
+
 def new_id() -> str:
-    """128 random bits, URL-safe; never starting with "-", which a command
-    line would read as an option (`mapapi keys revoke KEY_ID`)."""
-    while True:
-        value = secrets.token_urlsafe(16)
-        if not value.startswith("-"):
-            return value
+    """A clock of 6 characters, the second the id was made, then 96 random
+    bits: 22 URL-safe characters.
+
+    Ids made together sort together, so the rows of one bulk go into a few
+    pages of each index on ``id`` instead of one random page each (SQLite and
+    PostgreSQL both write whole pages on commit).
+    """
+    return _clock(int(time.time())) + secrets.token_urlsafe(12)
+
+
+@lru_cache(maxsize=2)
+def _clock(second: int) -> str:
+    """``second`` in 6 sorting digits. The top bit is always set, so an id
+    never starts with "-", which a command line would read as an option
+    (`mapapi keys revoke KEY_ID`)."""
+    marked = second | _CLOCK_MARK
+    return "".join(_SORTING_DIGITS[marked >> shift & 63] for shift in _CLOCK_SHIFTS)
 
 
 def could_be_id(value) -> bool:
