@@ -19,6 +19,7 @@ from marshmallow import Schema
 from .auth import API_PREFIX
 from .database import WRITE_METHODS
 from .fields import QueryInteger, Timestamp
+from .loading import Loader, compile_loader
 from .serialization import Dumper, compile_dumper
 
 OPENAPI_VERSION = "3.1.0"
@@ -73,6 +74,8 @@ class Operation:
     conflict: bool
     #: ``response`` compiled: what ``response.dump`` gives, faster.
     dump: Dumper
+    #: ``body`` compiled: what ``body.load`` gives, faster (None: no body).
+    load: Loader | None
 
 
 def operation(*, body=None, query=None, response, status=200, conflict=False):
@@ -81,9 +84,15 @@ def operation(*, body=None, query=None, response, status=200, conflict=False):
     def instance(schema):
         return schema() if isinstance(schema, type) else schema
 
-    response = instance(response)
+    body, response = instance(body), instance(response)
     declared = Operation(
-        instance(body), instance(query), response, status, conflict, compile_dumper(response)
+        body,
+        instance(query),
+        response,
+        status,
+        conflict,
+        compile_dumper(response),
+        body and compile_loader(body),
     )
 
     def decorate(view):

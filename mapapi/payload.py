@@ -30,6 +30,8 @@ def json_body() -> dict:
 
 def load_body(*, partial: bool = False, schema: Schema | None = None) -> dict:
     """Parse the body and load it with the view's declared body schema."""
+    if schema is None and not partial:
+        return current_operation().load(json_body())
     return (schema or current_operation().body).load(json_body(), partial=partial)
 
 

@@ -6,6 +6,7 @@ from sqlalchemy import delete
 
 from ..errors import not_found, stringify_keys, validation_error
 from ..extensions import db
+from ..loading import compile_loader
 from ..models import Location, could_be_id
 from ..openapi import operation
 from ..pagination import PageQuerySchema, list_schema
@@ -33,7 +34,7 @@ from ..services.ownership import map_child, owned_map, read_map
 
 bp = Blueprint("locations", __name__)
 
-_item_input = LocationInputSchema()
+_load_item = compile_loader(LocationInputSchema())
 _bulk_envelope = BulkEnvelopeSchema()
 
 
@@ -71,7 +72,7 @@ def bulk_create_locations(map_id):
     loaded, errors = {}, {}
     for index, item in enumerate(items):
         try:
-            loaded[index] = _item_input.load(item)
+            loaded[index] = _load_item(item)
         except ValidationError as error:
             errors[index] = stringify_keys(error.normalized_messages())
     indexes = list(loaded)
