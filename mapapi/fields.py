@@ -117,7 +117,10 @@ class IdList(fields.List):
         super().__init__(fields.String(), metadata={"maxItems": IDS_MAX}, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        ids = super()._deserialize(value, attr, data, **kwargs)
+        if type(value) is list and all(type(item) is str for item in value):
+            ids = value  # what String gives back for each, item by item, unchanged
+        else:
+            ids = super()._deserialize(value, attr, data, **kwargs)
         if len(ids) > IDS_MAX:  # counted as sent, before duplicates collapse
             raise ValidationError(f"At most {IDS_MAX} ids.")
         return list(dict.fromkeys(ids))
