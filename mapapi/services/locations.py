@@ -45,6 +45,13 @@ _DELETE_MEMBERSHIPS = delete(location_layers).where(
     location_layers.c.layer_id.in_(bindparam("layer_ids", expanding=True)),
 )
 _INSERT_MEMBERSHIP = insert(location_layers)
+_IDS_IN_MAP = {
+    model: select(model.__table__.c.id).where(
+        model.__table__.c.map_id == bindparam("map_id"),
+        model.__table__.c.id.in_(bindparam("ids", expanding=True)),
+    )
+    for model in (Category, Tag, Layer)
+}
 _TOUCH_LOCATION = (
     update(_locations)
     .where(_locations.c.id == bindparam("location_id"))
@@ -185,9 +192,10 @@ def touch_locations(where) -> None:
 
 
 def _existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
-    ids = {value for value in ids if could_be_id(value)}
+    """Which of ``ids`` are ``model`` rows of ``map_``."""
+    ids = [value for value in ids if could_be_id(value)]
     if not ids:
         return set()
     return set(
-        db.session.scalars(select(model.id).where(model.map_id == map_.id, model.id.in_(ids)))
+        db.session.connection().scalars(_IDS_IN_MAP[model], {"map_id": map_.id, "ids": ids})
     )
