@@ -7,8 +7,8 @@ fail with the same messages.
 """
 
 import string
-from inspect import isfunction
 from datetime import datetime, timedelta, timezone
+from inspect import isfunction
 
 import pytest
 from hypothesis import HealthCheck, given, settings
