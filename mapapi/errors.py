@@ -8,6 +8,9 @@ answered without internals.
 """
 
 import logging
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 from flask import g, jsonify
 from marshmallow import ValidationError
@@ -18,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 from .extensions import db
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Werkzeug's HTTP errors that a request can reach, by status.
 HTTP_CODES = {
@@ -55,6 +59,24 @@ def validation_error(message: str, details=None) -> APIError:
 
 def conflict(message: str) -> APIError:
     return APIError(409, "CONFLICT", message)
+
+
+def settled(check: Callable[[], T]) -> Callable[[], T]:
+    """Run ``check`` now, answer later: the function returned gives its value,
+    or raises what it refused with (an APIError or a ValidationError).
+
+    For a check better done early that must still answer in the contract's
+    order, after another check made later (a map's 404 before a body's 400).
+    """
+    try:
+        value = check()
+    except (APIError, ValidationError) as refusal:
+        return partial(_raise, refusal)
+    return lambda: value
+
+
+def _raise(error: Exception):
+    raise error
 
 
 def error_response(error: APIError):

@@ -219,11 +219,17 @@ def test_bulk_ignores_read_only_fields_in_items(api, map_id):
     assert listed(api, other_map) == []
 
 
-def test_bulk_into_an_unknown_or_foreign_map_is_not_found(api, other_api, map_id):
-    for response in (
-        bulk(api, "nope", {"locations": [item(0)]}),
-        bulk(other_api, map_id, {"locations": [item(0)]}),
-    ):
+@pytest.mark.parametrize(
+    "body",
+    [{"locations": [item(0)]}, {"locations": [{"lat": "north"}, 3]}, {"locations": []}, "{"],
+    ids=["valid", "invalid items", "no items", "malformed JSON"],
+)
+def test_bulk_into_an_unknown_or_foreign_map_is_not_found(api, other_api, map_id, body):
+    raw = body if isinstance(body, str) else json.dumps(body)
+    for client, target in ((api, "nope"), (api, "A" * 22), (other_api, map_id)):
+        response = client.post(
+            f"/maps/{target}/locations/bulk", data=raw, content_type="application/json"
+        )
         assert response.status_code == 404
         assert error_code(response) == "NOT_FOUND"
     assert listed(api, map_id) == []
