@@ -9,6 +9,10 @@ At the first error, or for anything the quick path does not take (a body
 that is not an object, a field the schema does not know), it hands the
 input to ``schema.load``, whose answer counts, with every message. So the
 rules and the messages stay where they are: in the fields and the schema.
+
+It reads two private parts of marshmallow 4, the schema's ``_hooks`` and
+``_invoke_load_processors``; ``tests/test_loading.py`` fails if a release
+changes what they do.
 """
 
 from collections.abc import Callable
