@@ -7,6 +7,8 @@ the ``MAPAPI_*`` environment variables, then the ``config`` mapping given to
 
 import os
 
+from .fields import document_text
+
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
 #: Environment variable -> Flask config key.
@@ -67,6 +69,7 @@ def engine_options(database_url: str, pool_size: int) -> dict:
         "pool_size": pool_size,
         "max_overflow": pool_size,
         "pool_timeout": 5,
+        "json_serializer": document_text,
     }
     if database_url.startswith("postgresql"):
         options["connect_args"] = {

@@ -126,21 +126,41 @@ class IdList(fields.List):
         return list(dict.fromkeys(ids))
 
 
+class Document(dict):
+    """A ``properties`` object that keeps the JSON text it was measured by,
+    so the database stores that text rather than encoding it again."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: dict, text: str):
+        super().__init__(value)
+        self.text = text
+
+
+def document_text(value) -> str:
+    """A JSON document as it is measured and stored: compact UTF-8 (no ``\\u``
+    escapes), keys in their order. The database engine's JSON serializer."""
+    if type(value) is Document:
+        return value.text
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 class Properties(fields.Dict):
     """The client's own JSON object, bounded in size and depth."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
         _check_json_tree(value)
+        text = document_text(value)
         try:
-            encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            size = len(text.encode("utf-8"))
         except UnicodeEncodeError:
             raise ValidationError("Must be valid Unicode text.") from None
-        if len(encoded) > PROPERTIES_MAX_BYTES:
+        if size > PROPERTIES_MAX_BYTES:
             raise ValidationError(
                 f"Must be at most {PROPERTIES_MAX_BYTES} bytes as compact UTF-8 JSON."
             )
-        return value
+        return Document(value, text)
 
 
 def _check_json_tree(root: dict) -> None:

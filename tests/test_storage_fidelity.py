@@ -3,6 +3,10 @@
 import json
 
 import pytest
+from sqlalchemy import Text, cast, select
+
+from mapapi.extensions import db
+from mapapi.models import Location
 
 from .factories import error_code, make_location, make_map, make_tag
 
@@ -30,6 +34,30 @@ def test_properties_with_extreme_numbers_and_unicode_round_trip(api):
     properties = fetched.get_json()["data"]["properties"]
     assert json.dumps(properties) == json.dumps(EXTREME_PROPERTIES)
     assert "1000000000000000000000000000000" in raw and "-0.0" in raw
+
+
+def properties_text(response) -> str:
+    """The ``properties`` of a location response, as the bytes sent."""
+    raw = response.get_data(as_text=True)
+    start = raw.index('"properties":') + len('"properties":')
+    end = raw.index(',"tagIds":', start)
+    return raw[start:end]
+
+
+def test_properties_are_stored_and_sent_as_compact_utf8_json(app, api):
+    map_ = make_map(api)
+    sent = {"Zürich": ["東京", 1.5, {"k": None}], "b": True}
+    created = api.post(
+        f"/maps/{map_['id']}/locations", json={"name": "n", "lat": 1, "lng": 2, "properties": sent}
+    )
+    compact = '{"Zürich":["東京",1.5,{"k":null}],"b":true}'
+    with app.app_context():
+        stored = db.session.scalar(select(cast(Location.properties, Text)))
+    fetched = api.get(f"/maps/{map_['id']}/locations/{created.get_json()['data']['id']}")
+    listed = api.get(f"/maps/{map_['id']}/locations")
+    assert stored == compact
+    assert properties_text(created) == properties_text(fetched) == compact
+    assert properties_text(listed) == compact
 
 
 @pytest.mark.parametrize("field, length", [("description", 10_000), ("title", 200)])
