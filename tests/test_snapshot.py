@@ -9,13 +9,13 @@ from mapapi.models import Layer
 from .factories import make_layer, make_location, make_map
 
 
-def commit_between_statements(app, starts_with: str, change):
+def commit_between_statements(app, marker: str, change):
     """Run ``change`` on a connection of its own, committed, just before the
-    app sends its first statement starting with ``starts_with``."""
+    app sends its first statement containing ``marker``."""
     done = []
 
     def before_statement(_connection, _cursor, statement, *_args):
-        if not done and statement.lstrip().startswith(starts_with):
+        if not done and marker in statement:
             done.append(statement)
             with db.engine.connect() as other:
                 with other.execution_options(write_lock=True).begin():

@@ -6,53 +6,72 @@ and ``properties`` document only to write them out again. Here Core
 statements return what the response shows: timestamps written by the
 database as the API writes them, ``properties`` as its stored JSON text
 (embedded as it is), each location's tag and layer ids aggregated into its
-own row, and each layer of the page read and dumped once. That is one row
-per location and one per layer: on SQLite every row fetched releases and
-retakes the GIL, which under a threaded server's load costs more than the
-row itself. Columns and keys are taken from ``LocationSchema`` and
-``LayerSchema``, so the output stays the one they define (a test compares
-it with their dump of the same rows).
+own row, and each layer of the page read and dumped once. On SQLite each
+statement answers with a single row, the JSON text of all its rows: every
+row fetched there releases and retakes the GIL, which under a threaded
+server's load costs more than the row itself. Columns and keys are taken
+from ``LocationSchema`` and ``LayerSchema``, so the output stays the one
+they define (a test compares it with their dump of the same rows).
 """
 
 from operator import itemgetter
 
+import orjson
 from marshmallow import Schema, fields
-from sqlalchemy import Row, String, Text, bindparam, cast, func, literal_column, select
+from sqlalchemy import Float, String, Text, bindparam, cast, func, select
 
 from ..extensions import db
-from ..fields import Timestamp
+from ..fields import IDS_MAX, Timestamp
 from ..jsonprovider import RawJSON
 from ..models import Layer, Location, LocationTag, location_layers
 from ..pagination import PaginationSchema, page_info
 from ..schemas import LayerSchema, LocationSchema
 from ..serialization import compile_dumper
-from ..sqlformat import api_timestamp
+from ..sqlformat import api_timestamp, exact_float, json_rows
 
 _RELATIONS = ("tag_ids", "layers")  # the fields that are not columns of the row
+# A tag's position (below IDS_MAX) plus this has as many digits as this.
+_POSITION_OFFSET = 10 ** len(str(IDS_MAX))
+_POSITION_DIGITS = len(str(_POSITION_OFFSET))
 
 _locations, _links, _layers = Location.__table__, LocationTag.__table__, Layer.__table__
 
 
-def _output_columns(schema: Schema, table, skip=()) -> list:
-    """``table``'s columns for ``schema``'s fields, in its order, labelled with its keys."""
-    columns = []
-    for name, field in schema.dump_fields.items():
-        if name in skip:
-            continue
-        column = table.c[field.attribute or name]
-        if isinstance(field, Timestamp):
-            column = api_timestamp(column)
-        elif isinstance(field, fields.Dict):
-            column = cast(column, Text)  # the stored JSON text
-        columns.append(column.label(field.data_key or name))
-    return columns
+class _Output:
+    """``table``'s columns for ``schema``'s fields, in its order, and what
+    turns their values into the fields' output, read as rows or as JSON
+    (``_rows``)."""
+
+    def __init__(self, schema: Schema, table, skip=()):
+        self.columns, self.keys, self.conversions = [], [], []
+        for name, field in schema.dump_fields.items():
+            if name in skip:
+                continue
+            key, column = field.data_key or name, table.c[field.attribute or name]
+            if isinstance(field, Timestamp):
+                column = api_timestamp(column)
+            elif isinstance(field, fields.Dict):
+                column = cast(column, Text)  # the stored JSON text
+                self.conversions.append((key, RawJSON))
+            elif isinstance(field, fields.Float):  # text in SQLite's JSON
+                self.conversions.append((key, float))
+            elif isinstance(field, fields.Boolean):  # 0 and 1 in SQLite's JSON
+                self.conversions.append((key, bool))
+            self.columns.append(column.label(key))
+            self.keys.append(key)
+
+    def dump(self, values) -> dict:
+        dumped = dict(zip(self.keys, values, strict=True))
+        for key, convert in self.conversions:
+            value = dumped[key]
+            if value is not None:
+                dumped[key] = convert(value)
+        return dumped
 
 
-_LOCATION_COLUMNS = _output_columns(LocationSchema(), _locations, skip=_RELATIONS)
-_LOCATION_KEYS = tuple(column.name for column in _LOCATION_COLUMNS)
-_LAYER_COLUMNS = _output_columns(LayerSchema(), _layers)
-_LAYER_KEYS = tuple(column.name for column in _LAYER_COLUMNS)
-_LAYER_ID = _LAYER_KEYS.index("id")
+_LOCATION = _Output(LocationSchema(), _locations, skip=_RELATIONS)
+_LAYER = _Output(LayerSchema(), _layers)
+_LAYER_ID = _LAYER.keys.index("id")
 
 # Built once: the page of 100 is the hot path.
 _COUNT = select(func.count()).where(_locations.c.map_id == bindparam("map_id"))
@@ -67,13 +86,15 @@ _page_keys = (
     .offset(bindparam("offset"))
     .subquery()
 )
-# Each location's tags as "position tag_id,...", and its layer ids as
-# "id,...": in no particular order (SQLite 3.40 cannot order inside an
-# aggregate), put in order in Python. Ids never hold " " or ",".
+# Each location's tags as "1001b,1000a,..." (each its position plus
+# _POSITION_OFFSET, so that the texts sort as the positions do, then its
+# id), and its layer ids as "id,...": in no particular order (SQLite 3.40
+# cannot order inside an aggregate), put in order in Python. Ids never
+# hold ",".
 _TAG_LINKS = (
     select(
         func.aggregate_strings(
-            cast(_links.c.position, String) + literal_column("' '") + _links.c.tag_id, ","
+            cast(_links.c.position + _POSITION_OFFSET, String) + _links.c.tag_id, ","
         )
     )
     .where(_links.c.location_id == _locations.c.id)
@@ -84,7 +105,7 @@ _LAYER_IDS = (
     .where(location_layers.c.location_id == _locations.c.id)
     .scalar_subquery()
 )
-_ROW = (_locations.c.pk, _TAG_LINKS, _LAYER_IDS, *_LOCATION_COLUMNS)
+_ROW = (_locations.c.pk, _TAG_LINKS, _LAYER_IDS, *_LOCATION.columns)
 _PAGE = (
     select(*_ROW)
     .join_from(_locations, _page_keys, _locations.c.pk == _page_keys.c.pk)
@@ -95,7 +116,7 @@ _ONE = select(*_ROW).where(
 )
 # The locations of a page are exactly its map's locations from its first
 # pk to its last: their layers are found through the same index.
-_LAYERS = select(*_LAYER_COLUMNS).where(
+_LAYERS = select(*_LAYER.columns).where(
     _layers.c.id.in_(
         select(location_layers.c.layer_id)
         .join_from(_locations, location_layers, location_layers.c.location_id == _locations.c.id)
@@ -106,7 +127,18 @@ _LAYERS = select(*_LAYER_COLUMNS).where(
         )
     )
 )
+
+
+def _as_json(statement):
+    """``statement`` answered in one row, the JSON text of its rows (SQLite)."""
+    rows = statement.subquery()
+    return select(json_rows(*(exact_float(c) if isinstance(c.type, Float) else c for c in rows.c)))
+
+
+_AS_JSON = {statement: _as_json(statement) for statement in (_PAGE, _ONE, _LAYERS)}
 _dump_pagination = compile_dumper(PaginationSchema())
+_by_first = itemgetter(0)
+_by_order = itemgetter("order")
 
 
 def location_page(map_id: str, page: int, page_size: int) -> dict:
@@ -117,7 +149,7 @@ def location_page(map_id: str, page: int, page_size: int) -> dict:
     rows = []
     if offset < total:  # a page past the end costs no OFFSET walk
         params = {"map_id": map_id, "limit": page_size, "offset": offset}
-        rows = connection.execute(_PAGE, params).all()
+        rows = _rows(connection, _PAGE, params)
     return {
         "locations": _with_relations(connection, map_id, rows),
         "pagination": _dump_pagination(page_info(total, page, page_size)),
@@ -127,25 +159,37 @@ def location_page(map_id: str, page: int, page_size: int) -> dict:
 def read_location(map_id: str, location_id: str) -> dict | None:
     """Location ``location_id`` of map ``map_id``, dumped; None when there is none."""
     connection = db.session.connection()
-    rows = connection.execute(_ONE, {"map_id": map_id, "location_id": location_id}).all()
-    found = _with_relations(connection, map_id, rows)
+    params = {"map_id": map_id, "location_id": location_id}
+    found = _with_relations(connection, map_id, _rows(connection, _ONE, params))
     return found[0] if found else None
 
 
-def _with_relations(connection, map_id: str, rows: list[Row]) -> list[dict]:
+def _rows(connection, statement, params: dict) -> list:
+    """``statement``'s rows, in its order if it has one.
+
+    On SQLite they come as one row of JSON text, as the module says, in no
+    guaranteed order; sorting them by their first column restores it, as
+    every ordered statement here is ordered by that column.
+    """
+    if connection.dialect.name != "sqlite":
+        return connection.execute(statement, params).all()
+    rows = orjson.loads(connection.execute(_AS_JSON[statement], params).scalar_one())
+    rows.sort(key=_by_first)
+    return rows
+
+
+def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
     """The locations of ``rows`` (consecutive locations of map ``map_id``, in
     ``pk`` order) as dicts, with their tag ids and layers."""
     if not rows:
         return []
-    on_page = {"map_id": map_id, "first": rows[0].pk, "last": rows[-1].pk}
+    on_page = {"map_id": map_id, "first": rows[0][0], "last": rows[-1][0]}
     layers = {  # each layer dumped once, shared by its locations
-        values[_LAYER_ID]: dict(zip(_LAYER_KEYS, values, strict=True))
-        for values in connection.execute(_LAYERS, on_page).all()
+        values[_LAYER_ID]: _LAYER.dump(values) for values in _rows(connection, _LAYERS, on_page)
     }
     locations = []
     for _pk, tag_links, layer_ids, *values in rows:
-        location = dict(zip(_LOCATION_KEYS, values, strict=True))
-        location["properties"] = RawJSON(location["properties"])
+        location = _LOCATION.dump(values)
         location["tagIds"] = _tag_ids(tag_links)
         location["layers"] = sorted(
             (layers[layer_id] for layer_id in layer_ids.split(",")) if layer_ids else (),
@@ -156,11 +200,7 @@ def _with_relations(connection, map_id: str, rows: list[Row]) -> list[dict]:
 
 
 def _tag_ids(tag_links: str | None) -> list[str]:
-    """``"1 b,0 a"`` -> ``["a", "b"]``: the tag ids in the order the client gave."""
+    """``"1001b,1000a"`` -> ``["a", "b"]``: the tag ids in the order the client gave."""
     if not tag_links:
         return []
-    links = (link.split(" ") for link in tag_links.split(","))
-    return [tag_id for _, tag_id in sorted((int(position), tag_id) for position, tag_id in links)]
-
-
-_by_order = itemgetter("order")
+    return [link[_POSITION_DIGITS:] for link in sorted(tag_links.split(","))]
