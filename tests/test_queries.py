@@ -153,8 +153,8 @@ def test_get_location_costs_a_small_fixed_number_of_statements(api, statements):
 #: same counts, and lists them with --show-sql). SQLite's explicit BEGIN is
 #: one more than PostgreSQL's implicit one.
 BENCHMARKED = {
-    "GET /maps/:id": 3,  # BEGIN, key, map
-    "GET locations": 6,  # + count, page (tag and layer ids in each row), the page's layers
+    "GET /maps/:id": 2,  # BEGIN, key and map in one (a GET under a map)
+    "GET locations": 5,  # + count, page (tag and layer ids in each row), the page's layers
     "POST location": 7,  # BEGIN IMMEDIATE, key, map (locked), categories, tags, 2 INSERTs
     "POST bulk": 7,  # the same for 100 locations
     # BEGIN IMMEDIATE, key, map (locked), the location's layer ids, the layers

@@ -1,24 +1,26 @@
 """A reading request sees one snapshot: what another request commits between
 two of its statements shows up in none of them."""
 
-from sqlalchemy import delete, event
+from sqlalchemy import delete, event, update
 
 from mapapi.extensions import db
-from mapapi.models import Layer
+from mapapi.models import ApiKey, Layer, Map
 
+from . import backends
 from .factories import make_layer, make_location, make_map
 
 
-def commit_between_statements(app, marker: str, change):
+def commit_between_statements(app, marker: str, change, *, queue: bool = True):
     """Run ``change`` on a connection of its own, committed, just before the
-    app sends its first statement containing ``marker``."""
+    app sends its first statement containing ``marker``; with ``queue``,
+    after waiting its turn behind the app's writers (SQLite), as they do."""
     done = []
 
     def before_statement(_connection, _cursor, statement, *_args):
         if not done and marker in statement:
             done.append(statement)
             with db.engine.connect() as other:
-                with other.execution_options(write_lock=True).begin():
+                with other.execution_options(write_lock=queue).begin():
                     other.execute(change)
 
     with app.app_context():
@@ -50,3 +52,41 @@ def test_a_layer_deleted_while_a_page_is_read_is_still_whole_in_it(app, api):
     assert [layer["id"] for layer in listed["layers"]] == [layer["id"] for layer in layers]
     after = api.get(f"/maps/{map_id}/locations/{location['id']}").get_json()["data"]
     assert [layer["id"] for layer in after["layers"]] == [layers[0]["id"]]
+
+
+def delete_map_during(app, api, map_id: str, marker: str, *, queue: bool = True):
+    """GET the map's locations; its map is deleted, committed, just before the
+    app's first statement containing ``marker``."""
+    change = delete(Map).where(Map.id == map_id)
+    done, stop = commit_between_statements(app, marker, change, queue=queue)
+    try:
+        response = api.get(f"/maps/{map_id}/locations")
+    finally:
+        stop()
+    assert done, f"no statement held {marker!r}"
+    return response
+
+
+def test_the_map_read_with_the_key_is_of_the_same_snapshot_as_the_page(app, api):
+    map_id = make_map(api)["id"]
+    make_location(api, map_id)
+    assert api.get("/keys").status_code == 200  # lastUsedAt written: one transaction
+    response = delete_map_during(app, api, map_id, "count(")
+    assert response.status_code == 200, response.get_json()
+    assert len(response.get_json()["data"]["locations"]) == 1
+    assert api.get(f"/maps/{map_id}").status_code == 404
+
+
+def test_the_map_is_read_again_once_writing_lastusedat_ends_that_snapshot(app, api):
+    """The key and its map are read in one statement; when lastUsedAt is due,
+    that transaction ends, and the map must be read again in the next."""
+    map_id = make_map(api)["id"]
+    make_location(api, map_id)
+    with app.app_context():
+        db.session.execute(update(ApiKey).values(last_used_at=None))
+        db.session.commit()
+    if backends.on_postgres():
+        response = delete_map_during(app, api, map_id, "UPDATE api_keys")
+    else:  # the app holds its writer lock as it begins, before SQLite's
+        response = delete_map_during(app, api, map_id, "BEGIN IMMEDIATE", queue=False)
+    assert response.status_code == 404, response.get_json()

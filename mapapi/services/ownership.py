@@ -1,7 +1,9 @@
 """Finding resources of the calling account: anything else is NOT_FOUND."""
 
+from collections import namedtuple
+
 from flask import g
-from sqlalchemy import Row, bindparam, select
+from sqlalchemy import bindparam, select
 
 from ..errors import not_found
 from ..extensions import db
@@ -12,6 +14,9 @@ _maps = Map.__table__
 _MAP_ROW = select(_maps).where(
     _maps.c.id == bindparam("map_id"), _maps.c.account_id == bindparam("account_id")
 )
+MapRow = namedtuple("MapRow", _maps.c.keys())
+#: The map's columns, as another statement can select them for ``remember_map``.
+MAP_COLUMNS = tuple(column.label(f"map_{column.name}") for column in _maps.c)
 _LOCKED_MAP = (
     select(Map)
     .where(Map.id == bindparam("map_id"), Map.account_id == bindparam("account_id"))
@@ -19,16 +24,33 @@ _LOCKED_MAP = (
 )
 
 
-def read_map(map_id: str) -> Row:
+def remember_map(map_id: str, values) -> None:
+    """Keep what a statement of this request's transaction read of the
+    caller's map ``map_id`` (``MAP_COLUMNS``' values, all None when it has
+    no such map), so that ``read_map`` need not read it again."""
+    g.remembered_map = (map_id, None if values[0] is None else MapRow(*values))
+
+
+def forget_maps() -> None:
+    """Drop what ``remember_map`` kept: its transaction has ended."""
+    g.pop("remembered_map", None)
+
+
+def read_map(map_id: str) -> MapRow:
     """The caller's map ``map_id``, read as a row: what reads need (its
     ``id``, or the map itself to dump), without building an ORM object."""
     if not could_be_id(map_id):
         raise not_found("Map")
-    found = (
-        db.session.connection()
-        .execute(_MAP_ROW, {"map_id": map_id, "account_id": g.account.id})
-        .one_or_none()
-    )
+    remembered = g.get("remembered_map")
+    if remembered is not None and remembered[0] == map_id:
+        found = remembered[1]
+    else:
+        row = (
+            db.session.connection()
+            .execute(_MAP_ROW, {"map_id": map_id, "account_id": g.account.id})
+            .one_or_none()
+        )
+        found = row and MapRow(*row)
     if found is None:
         raise not_found("Map")
     return found
@@ -53,7 +75,7 @@ def owned_map(map_id: str) -> Map:
     return found
 
 
-def map_child(model, map_: Map | Row, child_id: str, *options):
+def map_child(model, map_: Map | MapRow, child_id: str, *options):
     """A category, tag, layer or location ``child_id`` of ``map_``."""
     found = could_be_id(child_id) and db.session.scalar(
         select(model).where(model.id == child_id, model.map_id == map_.id).options(*options)
