@@ -19,7 +19,7 @@ from .database import WRITE_METHODS, begin_request_transaction
 from .errors import APIError
 from .extensions import db
 from .models import Account, ApiKey, Map, could_be_id, has_expired, has_pro
-from .services.ownership import MAP_COLUMNS, forget_maps, remember_map
+from .services.ownership import MAP_COLUMNS, forget_map, remember_map
 from .timeutil import utcnow
 
 API_PREFIX = "/api/v1"
@@ -143,7 +143,7 @@ def _record_use(key, now) -> None:
     """
     if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
         return
-    forget_maps()  # read in the transaction this commit ends
+    forget_map()  # read in the transaction this commit ends
     db.session.commit()
     db.session.connection(execution_options={"write_lock": True})
     db.session.execute(

@@ -31,7 +31,7 @@ def remember_map(map_id: str, values) -> None:
     g.remembered_map = (map_id, None if values[0] is None else MapRow(*values))
 
 
-def forget_maps() -> None:
+def forget_map() -> None:
     """Drop what ``remember_map`` kept: its transaction has ended."""
     g.pop("remembered_map", None)
 
