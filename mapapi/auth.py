@@ -13,13 +13,13 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from flask import g, request
-from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 
 from .database import WRITE_METHODS, begin_request_transaction
 from .errors import APIError
 from .extensions import db
-from .models import Account, ApiKey, Map, could_be_id, has_expired, has_pro
-from .services.ownership import MAP_COLUMNS, forget_map, remember_map
+from .models import Account, ApiKey, could_be_id, has_expired, has_pro
+from .services.ownership import forget_map, remember_map, with_map
 from .timeutil import utcnow
 
 API_PREFIX = "/api/v1"
@@ -57,10 +57,7 @@ _KEY_BY_HASH = (
 # the key, in the same transaction the view reads in (services.ownership
 # remember_map, read_map): one statement, and on PostgreSQL one round
 # trip, less for each.
-_maps = Map.__table__
-_KEY_AND_MAP = _KEY_BY_HASH.add_columns(*MAP_COLUMNS).outerjoin(
-    _maps, and_(_maps.c.id == bindparam("map_id"), _maps.c.account_id == _accounts.c.id)
-)
+_KEY_AND_MAP = with_map(_KEY_BY_HASH, _accounts.c.id)
 
 
 def generate_secret() -> str:
@@ -109,7 +106,7 @@ def identify() -> None:
         return
     g.account = Caller(key.account_pk, key.account_id)
     if map_id:
-        remember_map(map_id, key[-len(MAP_COLUMNS) :])
+        remember_map(map_id, key)
     _record_use(key, now)
     if not has_pro(key.plan, key.plan_until, now):
         g.auth_error = APIError(

@@ -3,7 +3,7 @@
 from collections import namedtuple
 
 from flask import g
-from sqlalchemy import bindparam, select
+from sqlalchemy import and_, bindparam, select
 
 from ..errors import not_found
 from ..extensions import db
@@ -15,8 +15,7 @@ _MAP_ROW = select(_maps).where(
     _maps.c.id == bindparam("map_id"), _maps.c.account_id == bindparam("account_id")
 )
 MapRow = namedtuple("MapRow", _maps.c.keys())
-#: The map's columns, as another statement can select them for ``remember_map``.
-MAP_COLUMNS = tuple(column.label(f"map_{column.name}") for column in _maps.c)
+_MAP_COLUMNS = tuple(column.label(f"map_{column.name}") for column in _maps.c)
 _LOCKED_MAP = (
     select(Map)
     .where(Map.id == bindparam("map_id"), Map.account_id == bindparam("account_id"))
@@ -24,10 +23,19 @@ _LOCKED_MAP = (
 )
 
 
-def remember_map(map_id: str, values) -> None:
-    """Keep what a statement of this request's transaction read of the
-    caller's map ``map_id`` (``MAP_COLUMNS``' values, all None when it has
-    no such map), so that ``read_map`` need not read it again."""
+def with_map(statement, account_id):
+    """``statement`` (one row) with the columns of map ``:map_id`` of the
+    account whose id is the column ``account_id`` appended: all NULL when
+    that account has no such map. Its row is what ``remember_map`` keeps."""
+    return statement.add_columns(*_MAP_COLUMNS).outerjoin(
+        _maps, and_(_maps.c.id == bindparam("map_id"), _maps.c.account_id == account_id)
+    )
+
+
+def remember_map(map_id: str, row) -> None:
+    """Keep the map a ``with_map`` statement of this request's transaction
+    read for the caller, so that ``read_map`` need not read it again."""
+    values = row[-len(_MAP_COLUMNS) :]
     g.remembered_map = (map_id, None if values[0] is None else MapRow(*values))
 
 
