@@ -804,6 +804,56 @@ def test_location_layers_follow_the_current_layer_order(api, map_id):
     assert [layer["id"] for layer in fetched["layers"]] == [second["id"], first["id"]]
 
 
+def put_layers(api, map_id, location, layers) -> dict:
+    body = {"layerIds": [layer["id"] for layer in layers]}
+    return data(api.put(memberships_path(map_id, location["id"]), json=body))
+
+
+def test_changing_a_layer_moves_updated_at_of_its_locations_only(api, map_id):
+    changed, kept = make_layer(api, map_id, name="changed"), make_layer(api, map_id, name="kept")
+    on_changed = put_layers(api, map_id, make_location(api, map_id), [changed, kept])
+    on_kept = put_layers(api, map_id, make_location(api, map_id), [kept])
+    time.sleep(TICK)
+
+    same = data(api.put(f"/maps/{map_id}/layers/{changed['id']}", json={"name": "changed"}))
+    assert same == changed
+    assert get_location(api, map_id, on_changed["id"]) == on_changed
+
+    renamed = data(api.put(f"/maps/{map_id}/layers/{changed['id']}", json={"color": "#000000"}))
+    after = get_location(api, map_id, on_changed["id"])
+    assert after["layers"] == [renamed, kept]
+    assert after["updatedAt"] == renamed["updatedAt"] > on_changed["updatedAt"]
+    assert get_location(api, map_id, on_kept["id"]) == on_kept
+
+
+def shift_by_inserting(api, map_id, layers):
+    make_layer(api, map_id, name="new first", order=0)
+
+
+def shift_by_moving(api, map_id, layers):
+    data(api.put(f"/maps/{map_id}/layers/{layers[-1]['id']}", json={"order": 0}))
+
+
+def shift_by_deleting(api, map_id, layers):
+    data(api.delete(f"/maps/{map_id}/layers/{layers[0]['id']}"))
+
+
+@pytest.mark.parametrize("shift", [shift_by_inserting, shift_by_moving, shift_by_deleting])
+def test_a_layer_shifted_by_another_moves_updated_at_of_its_locations(api, map_id, shift):
+    first, middle, last = (make_layer(api, map_id, name=name) for name in ("first", "middle", "last"))
+    on_middle = put_layers(api, map_id, make_location(api, map_id), [middle])
+    on_none = make_location(api, map_id)
+    time.sleep(TICK)
+
+    shift(api, map_id, [first, middle, last])
+    after = get_location(api, map_id, on_middle["id"])
+    shifted = data(api.get(f"/maps/{map_id}/layers/{middle['id']}"))
+    assert shifted["order"] != middle["order"]
+    assert after["layers"] == [shifted]
+    assert after["updatedAt"] == shifted["updatedAt"] > on_middle["updatedAt"]
+    assert get_location(api, map_id, on_none["id"]) == on_none
+
+
 def test_replacing_layers_collapses_duplicates(api, map_id):
     l0, l1 = make_layer(api, map_id, name="a"), make_layer(api, map_id, name="b")
     location = make_location(api, map_id)

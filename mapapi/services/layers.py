@@ -3,6 +3,10 @@
 Every change takes the map's lock first (``owned_map``), so
 two requests reordering the same map's layers run one after the other, and
 reads the positions only under that lock.
+
+A location's GET embeds its layers whole, so a layer that changes in any
+way (its fields, or its order shifted by another layer) changes the
+locations on it too, and their ``updatedAt`` moves with the layer's.
 """
 
 from sqlalchemy import func, select, update
@@ -47,14 +51,15 @@ def move_layer(map_: Map, layer: Layer, order: int, now) -> bool:
 
 def remove_layer(map_: Map, layer: Layer) -> None:
     """Delete ``layer``, take it off its locations and close the gap."""
-    members = select(location_layers.c.location_id).where(location_layers.c.layer_id == layer.id)
-    touch_locations(Location.id.in_(members))
+    now = utcnow()
+    touch_locations(_locations_on(Layer.id == layer.id), now)
     db.session.delete(layer)
     db.session.flush()
-    _shift(map_, Layer.position > layer.position, -1, utcnow())
+    _shift(map_, Layer.position > layer.position, -1, now)
 
 
 def _shift(map_: Map, which, step: int, now) -> None:
+    touch_locations(_locations_on(Layer.map_id == map_.id, which), now)
     db.session.execute(
         update(Layer)
         .where(Layer.map_id == map_.id, which)
@@ -66,6 +71,17 @@ def _shift(map_: Map, which, step: int, now) -> None:
 def apply_layer_update(map_: Map, layer: Layer, data: dict) -> None:
     """Apply a partial update; ``order`` moves the layer among its siblings."""
     order = data.pop("order", None)
-    apply_changes(layer, data)
+    changed = apply_changes(layer, data)
     if order is not None:
-        move_layer(map_, layer, order, utcnow())
+        changed = move_layer(map_, layer, order, utcnow()) or changed
+    if changed:
+        touch_locations(_locations_on(Layer.id == layer.id), layer.updated_at)
+
+
+def _locations_on(*conditions):
+    """Locations on a layer matching ``conditions``: a condition for ``touch_locations``."""
+    return Location.id.in_(
+        select(location_layers.c.location_id)
+        .join(Layer, Layer.id == location_layers.c.layer_id)
+        .where(*conditions)
+    )

@@ -183,10 +183,10 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
         connection.execute(_TOUCH_LOCATION, {"location_id": location_id, "now": utcnow()})
 
 
-def touch_locations(where) -> None:
-    """Stamp ``updated_at`` on the locations matching ``where``."""
+def touch_locations(where, now=None) -> None:
+    """Stamp ``updated_at`` (``now``, by default the present) on the locations matching ``where``."""
     db.session.execute(
-        update(Location).where(where).values(updated_at=utcnow()),
+        update(Location).where(where).values(updated_at=now or utcnow()),
         execution_options={"synchronize_session": False},
     )
 
