@@ -4,10 +4,19 @@ Timestamps are stored as naive UTC datetimes cut to whole milliseconds, so
 that what is stored is exactly what the API shows.
 """
 
+import calendar
 import re
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 
 _TIME_DESIGNATOR = re.compile(r"\d[Tt ]\d")
+# ISO 8601 allows a decimal fraction on the last unit given: "T10.5" is
+# 10:30 and "T10:30.5" 10:30:30. datetime.fromisoformat would read either
+# fraction as one of a second, so it is taken off and applied here.
+_HOUR_OR_MINUTE_FRACTION = re.compile(r"(?<=[Tt ])\d\d(:?\d\d)?([.,]\d+)(?=[Zz+-]|$)")
+# An ordinal date (year and day of the year, "2030-152"), which
+# fromisoformat does not read.
+_ORDINAL_DATE = re.compile(r"(\d{4})-?(\d{3})(?=[Tt ])")
 
 
 def utcnow() -> datetime:
@@ -30,10 +39,37 @@ def parse_timestamp(text: str) -> datetime:
     # fromisoformat stops reading at U+0000, so "...00\x00junk" would pass.
     if not isinstance(text, str) or "\x00" in text or not _TIME_DESIGNATOR.search(text):
         raise ValueError("not an ISO 8601 date-time")
-    value = datetime.fromisoformat(text.strip())
-    if value.tzinfo is not None:
-        try:
+    text = text.strip()
+    if text.endswith("z"):  # RFC 3339 allows it; fromisoformat wants "Z"
+        text = text[:-1] + "Z"
+    text, fraction = _take_unit_fraction(_calendar_date(text))
+    try:
+        value = datetime.fromisoformat(text) + fraction
+        if value.tzinfo is not None:
             value = value.astimezone(timezone.utc).replace(tzinfo=None)
-        except OverflowError:  # 0001-01-01T00:00+01:00 is before year 1 in UTC
-            raise ValueError("out of range") from None
+    except OverflowError:  # beyond year 1..9999, once converted to UTC
+        raise ValueError("out of range") from None
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def _calendar_date(text: str) -> str:
+    """``text`` with an ordinal date written as a calendar date."""
+    ordinal = _ORDINAL_DATE.match(text)
+    if ordinal is None:
+        return text
+    year, day = int(ordinal.group(1)), int(ordinal.group(2))
+    if not 1 <= day <= (366 if calendar.isleap(year) else 365):
+        raise ValueError("no such day of the year")
+    calendar_date = date(year, 1, 1) + timedelta(days=day - 1)
+    return calendar_date.isoformat() + text[ordinal.end() :]
+
+
+def _take_unit_fraction(text: str) -> tuple[str, timedelta]:
+    """``text`` without a fraction of an hour or a minute, and that fraction."""
+    found = _HOUR_OR_MINUTE_FRACTION.search(text)
+    if found is None:
+        return text, timedelta(0)
+    unit = timedelta(minutes=1) if found.group(1) else timedelta(hours=1)
+    fraction = Decimal("0." + found.group(2)[1:])
+    microseconds = int(fraction * (unit // timedelta(microseconds=1)))
+    return text[: found.start(2)] + text[found.end(2) :], timedelta(microseconds=microseconds)

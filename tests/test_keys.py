@@ -177,6 +177,34 @@ def test_expires_at_beyond_year_9999_in_utc_is_refused_not_a_crash(api):
     assert len(listed(api)) == 1
 
 
+@pytest.mark.parametrize(
+    "written, meant",
+    [
+        ("2031-06-01T10.5Z", "2031-06-01T10:30:00.000Z"),  # a fraction of an hour
+        ("2031-06-01T10,25Z", "2031-06-01T10:15:00.000Z"),
+        ("2031-06-01T10:30.5Z", "2031-06-01T10:30:30.000Z"),  # of a minute
+        ("20310601T1030.25+02:00", "2031-06-01T08:30:15.000Z"),
+        ("2031-06-01T10:30:00.5Z", "2031-06-01T10:30:00.500Z"),  # of a second
+        ("2031-152T10:00:00Z", "2031-06-01T10:00:00.000Z"),  # an ordinal date
+        ("2032152T10:00Z", "2032-05-31T10:00:00.000Z"),
+        ("2032-366T10:00Z", "2032-12-31T10:00:00.000Z"),
+        ("2031-W22-1T10.5Z", "2031-05-26T10:30:00.000Z"),  # a week date
+        ("2031-06-01t10:00:00z", "2031-06-01T10:00:00.000Z"),  # RFC 3339's lower case
+    ],
+)
+def test_expires_at_reads_every_iso_8601_form_as_the_moment_it_means(api, written, meant):
+    body = {"name": "k", "scope": "READ_ONLY", "expiresAt": written}
+    created = data_of(api.post("/keys", json=body), 201)
+    assert created["expiresAt"] == meant
+
+
+@pytest.mark.parametrize("written", ["2031-366T10:00Z", "2031-000T10:00Z", "2031-06-01T10.5:30Z"])
+def test_expires_at_on_no_such_day_or_time_is_refused(api, written):
+    body = {"name": "k", "scope": "READ_ONLY", "expiresAt": written}
+    assert outcome(api.post("/keys", json=body)) == (400, "VALIDATION_ERROR", ["expiresAt"])
+    assert len(listed(api)) == 1
+
+
 def test_name_and_scope_are_required(api):
     assert field_errors(api.post("/keys", json={"name": "k"})).keys() == {"scope"}
     assert field_errors(api.post("/keys", json={"scope": "READ_ONLY"})).keys() == {"name"}
