@@ -27,6 +27,9 @@ def create_app(config: dict | None = None) -> Flask:
         __name__, instance_path=instance_path, instance_relative_config=True, static_folder=None
     )
     load_config(app, config)
+    # "/api/v1//maps" is no path of the contract: a JSON 404, not Werkzeug's
+    # redirect (an HTML 308) to the path with the slashes merged.
+    app.url_map.merge_slashes = False
     app.json = OrjsonProvider(app)  # keys keep their order: the client's properties too
     register_extensions(app)
     trust_proxies(app)

@@ -120,6 +120,26 @@ def test_not_found_envelope_under_api(api, map_id, path):
 
 
 @pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "//maps"),
+        ("POST", "//maps"),
+        ("GET", "/maps//locations"),  # merged, the path of another route
+        ("POST", "/maps//locations"),
+        ("POST", "/maps/{map}//locations/bulk"),
+        ("PUT", "/maps/{map}/locations//layers"),
+        ("DELETE", "/maps/{map}//locations"),
+    ],
+)
+def test_doubled_slashes_are_not_found_not_redirected(api, map_id, method, path):
+    """An empty path segment is no route: a JSON 404, never a 308 to the merged path."""
+    body = {"locations": [{"name": "x", "lat": 0, "lng": 0}], "layerIds": []}
+    response = api.request(method, path.format(map=map_id), json=body)
+    assert_error(response, 404, "NOT_FOUND")
+    assert "Location" not in response.headers
+
+
+@pytest.mark.parametrize(
     "path", ["/nope", "/", "/api", "/api/v2/maps", "/healthz/x", "/favicon.ico"]
 )
 def test_unknown_path_outside_api_is_json_not_found(client, path):
