@@ -87,7 +87,10 @@ def _bootstrap() -> None:
     try:
         secret = account_service.bootstrap()
         db.session.commit()
-    except IntegrityError:  # another process started at the same moment and made it
+    except (IntegrityError, APIError):
+        # Another process started at the same moment and made it: its insert
+        # met ours (IntegrityError), or it committed between our two reads,
+        # "no account yet" and "no account with this email" (APIError 409).
         db.session.rollback()
         return
     if secret:

@@ -1,4 +1,7 @@
-"""Whether the database schema matches this version's migrations."""
+"""Whether the database schema matches this version's migrations, and
+creating it on a new database."""
+
+from contextlib import contextmanager
 
 from alembic.script import ScriptDirectory
 from flask import current_app
@@ -6,6 +9,9 @@ from flask_migrate import upgrade
 from sqlalchemy import inspect, text
 
 from .extensions import db
+
+#: PostgreSQL advisory lock held while a starting process looks at the schema.
+_SCHEMA_LOCK = int.from_bytes(b"mapapi", "big")
 
 
 def pending_migrations() -> bool:
@@ -20,13 +26,39 @@ def pending_migrations() -> bool:
     return current != heads
 
 
-def prepare_schema() -> None:
-    """Bring the embedded SQLite database up to date; elsewhere insist on it.
+def is_empty() -> bool:
+    """True when the database holds none of mapapi's tables: a new one."""
+    with db.engine.connect() as connection:
+        present = set(inspect(connection).get_table_names())
+    return not present & set(db.metadata.tables)
 
-    A shared server database is upgraded by its operator (``mapapi db
-    upgrade``), once, never by each of many starting processes.
+
+def prepare_schema() -> None:
+    """Create the schema on an empty database; bring the embedded SQLite one up to date.
+
+    A shared server database that is behind is upgraded by its operator
+    (``mapapi db upgrade``), once, never by each of many starting processes.
+    An empty one is created by the first process to start: the others wait
+    for it on a lock, then find the schema there.
     """
     if db.engine.dialect.name == "sqlite":
         upgrade()
-    elif pending_migrations():
-        raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")
+        return
+    with _schema_lock():
+        if is_empty():
+            upgrade()
+        elif pending_migrations():
+            raise RuntimeError(
+                "The database schema is out of date: run `mapapi db upgrade` first."
+            )
+
+
+@contextmanager
+def _schema_lock():
+    """PostgreSQL's advisory lock, on a connection of its own, for the block."""
+    with db.engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _SCHEMA_LOCK})
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _SCHEMA_LOCK})

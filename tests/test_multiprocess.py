@@ -5,8 +5,9 @@ PostgreSQL, rate-limit buckets in Redis, so that a client sees one service
 whichever process answers. Each test uses an account of its own, made with
 the ``mapapi`` command, so that no test empties another's bucket.
 
-Also: on a PostgreSQL database whose schema is missing or out of date,
-``mapapi serve`` refuses to start and leaves the database alone.
+Also: on an empty PostgreSQL database ``mapapi serve`` creates the schema,
+once however many processes start; on one whose schema is out of date it
+refuses to start and leaves the database alone.
 """
 
 import os
@@ -25,6 +26,7 @@ from .helpers import ServeProcess, free_port, mapapi_program
 
 API = "/api/v1"
 STARTUP_SECONDS = 20
+FIRST_REVISION = "74b7cb5a2a07"  # the initial schema; later migrations follow it
 HTTP_TIMEOUT = 15
 
 
@@ -272,7 +274,7 @@ def test_concurrent_duplicate_tag_names_across_processes_give_exactly_one_tag(cl
         assert [(t["id"], t["name"]) for t in tags] == [(winner["id"], "espresso")]
 
 
-# --- serve on a stale schema -------------------------------------------------------
+# --- serve on a new or a stale schema ------------------------------------------------
 
 
 def prepare_empty(env, workdir, database_url):
@@ -280,9 +282,48 @@ def prepare_empty(env, workdir, database_url):
 
 
 def prepare_downgraded(env, workdir, database_url):
-    """Migrated, then taken back to before the first migration."""
+    """Migrated, then taken back to before the first migration: no table left but alembic's."""
     checked(run_mapapi(env, workdir, "db", "upgrade"))
     checked(run_mapapi(env, workdir, "db", "downgrade", "base"))
+
+
+@pytest.mark.parametrize(
+    "prepare", [prepare_empty, prepare_downgraded], ids=["empty", "downgraded-to-base"]
+)
+def test_serve_creates_the_schema_on_an_empty_postgres_database_once(
+    postgres_server, tmp_path, prepare
+):
+    """API.md §8: serve "creates the schema on an empty database". Two
+    processes starting at the same moment: one creates it (and the first
+    key), the other waits for it on the lock and finds it there."""
+    database_url = backends.create_postgres_database()
+    servers = []
+    try:
+        env = command_env(tmp_path / "instance", database_url, MAPAPI_BOOTSTRAP="1")
+        prepare(env, tmp_path, database_url)
+        servers = [ServeProcess(env, tmp_path, name) for name in ("first", "second")]
+        for server in servers:
+            server.wait_until_up()
+        assert "Traceback" not in "".join(server.stderr() for server in servers)
+
+        secrets = [line for server in servers for line in server.stdout().splitlines()]
+        assert len(secrets) == 1, secrets  # the first key, printed once
+        assert table_names(database_url) >= {"accounts", "api_keys", "maps", "locations"}
+        current = checked(run_mapapi(env, tmp_path, "db", "current")).split()
+        assert current == [*checked(run_mapapi(env, tmp_path, "db", "heads")).split()], current
+        caller = Caller(secrets[0])
+        for server in servers:
+            assert caller.request(server, "GET", "/maps").status_code == 200
+    finally:
+        for server in servers:
+            server.stop()
+        backends.drop_postgres_database(database_url)
+
+
+def prepare_behind(env, workdir, database_url):
+    """At the first migration of several, with data in it."""
+    checked(run_mapapi(env, workdir, "db", "upgrade", FIRST_REVISION))
+    checked(run_mapapi(env, workdir, "accounts", "create", "keep@example.com"))
 
 
 def prepare_without_history(env, workdir, database_url):
@@ -298,8 +339,7 @@ def prepare_without_history(env, workdir, database_url):
 
 
 @pytest.mark.parametrize(
-    "prepare", [prepare_empty, prepare_downgraded, prepare_without_history],
-    ids=["empty", "downgraded", "no-migration-history"],
+    "prepare", [prepare_behind, prepare_without_history], ids=["behind", "no-migration-history"]
 )
 def test_serve_refuses_to_start_on_a_stale_postgres_schema_and_touches_nothing(
     postgres_server, tmp_path, prepare
