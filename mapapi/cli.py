@@ -6,6 +6,7 @@ works.
 """
 
 import logging
+import re
 import sqlite3
 import sys
 from functools import wraps
@@ -14,18 +15,20 @@ import click
 from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
 from flask_migrate.cli import db as db_group
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from . import server
 from .backup import BackupError, backup_sqlite
 from .config import bootstrap_enabled
 from .errors import APIError
 from .extensions import db
-from .schema import prepare_schema
+from .schema import is_empty, prepare_schema
 from .schemas import SCOPES
 from .services import accounts as account_service
 from .services.keys import issue_key, listed_keys, revoke_key
 from .timeutil import format_timestamp, parse_timestamp, utcnow
+
+_SEPARATORS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def operator_command(function):
@@ -44,8 +47,40 @@ def operator_command(function):
         except IntegrityError:
             db.session.rollback()
             raise click.ClickException("That conflicts with existing data.") from None
+        except DBAPIError as error:
+            db.session.rollback()
+            raise click.ClickException(database_failure(error)) from None
 
     return run
+
+
+def database_failure(error: DBAPIError) -> str:
+    """One line for a statement the database refused.
+
+    The driver's own first line only: SQLAlchemy's text adds the statement
+    and its parameters, which may hold a key's hash.
+    """
+    try:
+        if is_empty():
+            return "The database has no schema yet: run `mapapi db upgrade` first."
+    except DBAPIError:
+        pass  # unreachable: the error itself says so
+    first_line = str(error.orig).strip().partition("\n")[0]
+    return f"Database error: {first_line}"
+
+
+def echo_line(*fields: str) -> None:
+    """One line of tab-separated fields on stdout.
+
+    A key's name may hold any character: those that would end the line or
+    the field (control characters, Unicode's line separators) are written
+    as Python escapes, ``\\n`` or ``\\u2028``.
+    """
+    click.echo("\t".join(_SEPARATORS.sub(_escape, field) for field in fields))
+
+
+def _escape(found: re.Match) -> str:
+    return found.group().encode("unicode_escape").decode("ascii")
 
 
 def parse_moment(value: str | None, option: str, *, future: bool = True):
@@ -76,6 +111,8 @@ def serve_command(host, port, threads):
         prepare_schema()
     except RuntimeError as error:
         raise click.ClickException(str(error)) from None
+    except DBAPIError as error:
+        raise click.ClickException(database_failure(error)) from None
     if bootstrap_enabled(app.config["BOOTSTRAP"]):
         _bootstrap()
     db.session.remove()
@@ -134,15 +171,8 @@ def set_plan(email, plan, until):
 def list_accounts():
     """One line per account: id, email, plan, plan end."""
     for account in account_service.all_accounts():
-        click.echo(
-            "\t".join(
-                (
-                    account.id,
-                    account.email,
-                    account.plan,
-                    format_timestamp(account.plan_until) or "-",
-                )
-            )
+        echo_line(
+            account.id, account.email, account.plan, format_timestamp(account.plan_until) or "-"
         )
 
 
@@ -177,8 +207,8 @@ def list_keys(email):
     account = account_service.account_by_email(email)
     now = utcnow()
     for key in db.session.scalars(listed_keys(account)):
-        fields = (key.id, key.name, key.scope, key.status(now), key.prefix)
-        click.echo("\t".join((*fields, format_timestamp(key.expires_at) or "-")))
+        expiry = format_timestamp(key.expires_at) or "-"
+        echo_line(key.id, key.name, key.scope, key.status(now), key.prefix, expiry)
 
 
 @keys_group.command("revoke")

@@ -300,6 +300,16 @@ def test_keys_list_shows_active_and_expired_keys_but_not_revoked_ones(runner, ap
     assert all(gone[:12] not in line for line in lines)
 
 
+def test_keys_list_keeps_one_line_and_six_fields_whatever_the_name(runner, api, account):
+    """A name made through the API may hold any character, line breaks included."""
+    name = "two\nlines\tand\u2028more\x85end\\n"
+    made = api.created("/keys", {"name": name, "scope": "READ_ONLY"})
+    lines = key_lines(runner, "owner@example.com")
+    assert len(lines) == 2 and all(len(line) == 6 for line in lines), lines
+    (line,) = [line for line in lines if line[0] == made["id"]]
+    assert line[1] == "two\\nlines\\tand\\u2028more\\x85end\\n"
+
+
 def test_keys_list_of_an_account_without_keys_prints_nothing(runner, account):
     assert key_lines(runner, "owner@example.com") == []
 
@@ -441,6 +451,15 @@ def test_flask_app_option_reaches_the_same_commands(tmp_path):
     assert made.returncode == 0, made.stderr
     listed = run_command(tmp_path, env, "accounts", "list")
     assert listed.stdout.split("\t")[0] == made.stdout.strip()
+
+
+@pytest.mark.parametrize("command", [["accounts", "list"], ["accounts", "create", "a@example.com"]])
+def test_commands_before_any_schema_say_so_in_one_line(tmp_path, command):
+    env = command_env(tmp_path, MAPAPI_BOOTSTRAP="0")
+    result = run_command(tmp_path, env, *command)
+    assert result.returncode == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "mapapi db upgrade" in lines[0], result.stderr
 
 
 def test_db_upgrade_creates_the_schema_and_keeps_existing_data(tmp_path):
