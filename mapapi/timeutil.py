@@ -13,10 +13,12 @@ _TIME_DESIGNATOR = re.compile(r"\d[Tt ]\d")
 # ISO 8601 allows a decimal fraction on the last unit given: "T10.5" is
 # 10:30 and "T10:30.5" 10:30:30. datetime.fromisoformat would read either
 # fraction as one of a second, so it is taken off and applied here.
-_HOUR_OR_MINUTE_FRACTION = re.compile(r"(?<=[Tt ])\d\d(:?\d\d)?([.,]\d+)(?=[Zz+-]|$)")
+_HOUR_OR_MINUTE_FRACTION = re.compile(
+    r"(?<=[Tt ])\d\d(:?\d\d)?([.,]\d+)(?=[Zz+-]|$)", re.ASCII
+)
 # An ordinal date (year and day of the year, "2030-152"), which
-# fromisoformat does not read.
-_ORDINAL_DATE = re.compile(r"(\d{4})-?(\d{3})(?=[Tt ])")
+# fromisoformat does not read. Digits are ASCII ones, as fromisoformat's.
+_ORDINAL_DATE = re.compile(r"(\d{4})-?(\d{3})(?=[Tt ])", re.ASCII)
 
 
 def utcnow() -> datetime:
