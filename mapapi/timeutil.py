@@ -7,7 +7,6 @@ that what is stored is exactly what the API shows.
 import calendar
 import re
 from datetime import date, datetime, timedelta, timezone
-from decimal import Decimal
 
 _TIME_DESIGNATOR = re.compile(r"\d[Tt ]\d")
 # ISO 8601 allows a decimal fraction on the last unit given: "T10.5" is
@@ -16,6 +15,10 @@ _TIME_DESIGNATOR = re.compile(r"\d[Tt ]\d")
 _HOUR_OR_MINUTE_FRACTION = re.compile(
     r"(?<=[Tt ])\d\d(:?\d\d)?([.,]\d+)(?=[Zz+-]|$)", re.ASCII
 )
+# What fromisoformat would misread rather than refuse, after the time
+# designator: a fraction inside the offset ("+01.5"), a decimal sign with
+# no digit after it ("T10.Z"), a "Z" that does not end the text.
+_MISREAD_TIME = re.compile(r"[+-][0-9:]*[.,]|[.,](?![0-9])|[Zz].", re.ASCII)
 # An ordinal date (year and day of the year, "2030-152"), which
 # fromisoformat does not read. Digits are ASCII ones, as fromisoformat's.
 _ORDINAL_DATE = re.compile(r"(\d{4})-?(\d{3})(?=[Tt ])", re.ASCII)
@@ -39,9 +42,12 @@ def parse_timestamp(text: str) -> datetime:
     Raises ValueError for anything else, a bare date included.
     """
     # fromisoformat stops reading at U+0000, so "...00\x00junk" would pass.
-    if not isinstance(text, str) or "\x00" in text or not _TIME_DESIGNATOR.search(text):
+    if not isinstance(text, str) or "\x00" in text:
         raise ValueError("not an ISO 8601 date-time")
     text = text.strip()
+    designator = _TIME_DESIGNATOR.search(text)
+    if designator is None or _MISREAD_TIME.search(text, designator.end() - 1):
+        raise ValueError("not an ISO 8601 date-time")
     if text.endswith("z"):  # RFC 3339 allows it; fromisoformat wants "Z"
         text = text[:-1] + "Z"
     text, fraction = _take_unit_fraction(_calendar_date(text))
@@ -72,6 +78,8 @@ def _take_unit_fraction(text: str) -> tuple[str, timedelta]:
     if found is None:
         return text, timedelta(0)
     unit = timedelta(minutes=1) if found.group(1) else timedelta(hours=1)
-    fraction = Decimal("0." + found.group(2)[1:])
-    microseconds = int(fraction * (unit // timedelta(microseconds=1)))
+    # In whole numbers, cut (not rounded) below a microsecond: 12 digits of
+    # an hour are finer than that.
+    twelve_digits = int(found.group(2)[1:13].ljust(12, "0"))
+    microseconds = twelve_digits * (unit // timedelta(microseconds=1)) // 10**12
     return text[: found.start(2)] + text[found.end(2) :], timedelta(microseconds=microseconds)

@@ -190,6 +190,7 @@ def test_expires_at_beyond_year_9999_in_utc_is_refused_not_a_crash(api):
         ("2032-366T10:00Z", "2032-12-31T10:00:00.000Z"),
         ("2031-W22-1T10.5Z", "2031-05-26T10:30:00.000Z"),  # a week date
         ("2031-06-01t10:00:00z", "2031-06-01T10:00:00.000Z"),  # RFC 3339's lower case
+        ("2031-06-01T10." + "9" * 40 + "Z", "2031-06-01T10:59:59.999Z"),  # cut, not rounded
     ],
 )
 def test_expires_at_reads_every_iso_8601_form_as_the_moment_it_means(api, written, meant):
@@ -198,7 +199,18 @@ def test_expires_at_reads_every_iso_8601_form_as_the_moment_it_means(api, writte
     assert created["expiresAt"] == meant
 
 
-@pytest.mark.parametrize("written", ["2031-366T10:00Z", "2031-000T10:00Z", "2031-06-01T10.5:30Z"])
+@pytest.mark.parametrize(
+    "written",
+    [
+        "2031-366T10:00Z",
+        "2031-000T10:00Z",
+        "2031-06-01T10.5:30Z",
+        "2031-06-01T10:00+01.5",  # a fraction in the offset
+        "2031-06-01T10.Z",  # a decimal sign without digits
+        "2031-06-01T10:00:00,Z",
+        "2031-06-01T10:00:00zZ",
+    ],
+)
 def test_expires_at_on_no_such_day_or_time_is_refused(api, written):
     body = {"name": "k", "scope": "READ_ONLY", "expiresAt": written}
     assert outcome(api.post("/keys", json=body)) == (400, "VALIDATION_ERROR", ["expiresAt"])
