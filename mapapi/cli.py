@@ -22,13 +22,13 @@ from .backup import BackupError, backup_sqlite
 from .config import bootstrap_enabled
 from .errors import APIError
 from .extensions import db
-from .schema import is_empty, prepare_schema
+from .schema import prepare_schema
 from .schemas import SCOPES
 from .services import accounts as account_service
 from .services.keys import issue_key, listed_keys, revoke_key
 from .timeutil import format_timestamp, parse_timestamp, utcnow
 
-_SEPARATORS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SEPARATORS = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def operator_command(function):
@@ -60,13 +60,16 @@ def database_failure(error: DBAPIError) -> str:
     The driver's own first line only: SQLAlchemy's text adds the statement
     and its parameters, which may hold a key's hash.
     """
-    try:
-        if is_empty():
-            return "The database has no schema yet: run `mapapi db upgrade` first."
-    except DBAPIError:
-        pass  # unreachable: the error itself says so
     first_line = str(error.orig).strip().partition("\n")[0]
+    if _is_missing_table(error):
+        return f"The database has no schema ({first_line}): run `mapapi db upgrade` first."
     return f"Database error: {first_line}"
+
+
+def _is_missing_table(error: DBAPIError) -> bool:
+    # PostgreSQL's SQLSTATE undefined_table; SQLite has only the message.
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return sqlstate == "42P01" or str(error.orig).startswith("no such table")
 
 
 def echo_line(*fields: str) -> None:
@@ -74,7 +77,7 @@ def echo_line(*fields: str) -> None:
 
     A key's name may hold any character: those that would end the line or
     the field (control characters, Unicode's line separators) are written
-    as Python escapes, ``\\n`` or ``\\u2028``.
+    as Python escapes, ``\\n`` or ``\\u2028``, and a backslash as two.
     """
     click.echo("\t".join(_SEPARATORS.sub(_escape, field) for field in fields))
 
@@ -109,12 +112,12 @@ def serve_command(host, port, threads):
     app = current_app._get_current_object()
     try:
         prepare_schema()
+        if bootstrap_enabled(app.config["BOOTSTRAP"]):
+            _bootstrap()
     except RuntimeError as error:
         raise click.ClickException(str(error)) from None
     except DBAPIError as error:
         raise click.ClickException(database_failure(error)) from None
-    if bootstrap_enabled(app.config["BOOTSTRAP"]):
-        _bootstrap()
     db.session.remove()
     server.serve(app, host=host, port=port, threads=threads)
 
@@ -124,11 +127,13 @@ def _bootstrap() -> None:
     try:
         secret = account_service.bootstrap()
         db.session.commit()
-    except (IntegrityError, APIError):
+    except (IntegrityError, APIError) as error:
         # Another process started at the same moment and made it: its insert
         # met ours (IntegrityError), or it committed between our two reads,
-        # "no account yet" and "no account with this email" (APIError 409).
+        # "no account yet" and "no account with this email" (a 409).
         db.session.rollback()
+        if isinstance(error, APIError) and error.status != 409:
+            raise
         return
     if secret:
         click.echo(

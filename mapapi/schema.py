@@ -55,10 +55,14 @@ def prepare_schema() -> None:
 
 @contextmanager
 def _schema_lock():
-    """PostgreSQL's advisory lock, on a connection of its own, for the block."""
+    """PostgreSQL's advisory lock, in a transaction of its own, for the block.
+
+    A transaction-level lock is released when that transaction ends, on an
+    error too. Waiting for it is not a statement the engine's
+    ``statement_timeout`` should cut short: a process waits as long as the
+    first one takes to create the schema.
+    """
     with db.engine.connect() as connection:
-        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _SCHEMA_LOCK})
-        try:
-            yield
-        finally:
-            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _SCHEMA_LOCK})
+        connection.execute(text("SET LOCAL statement_timeout = 0"))
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+        yield

@@ -307,7 +307,9 @@ def test_keys_list_keeps_one_line_and_six_fields_whatever_the_name(runner, api, 
     lines = key_lines(runner, "owner@example.com")
     assert len(lines) == 2 and all(len(line) == 6 for line in lines), lines
     (line,) = [line for line in lines if line[0] == made["id"]]
-    assert line[1] == "two\\nlines\\tand\\u2028more\\x85end\\n"
+    # The escapes are unambiguous: the name's own backslash is doubled.
+    assert line[1] == "two\\nlines\\tand\\u2028more\\x85end\\\\n"
+    assert line[1].encode("ascii").decode("unicode_escape") == name
 
 
 def test_keys_list_of_an_account_without_keys_prints_nothing(runner, account):
