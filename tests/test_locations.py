@@ -827,30 +827,33 @@ def test_changing_a_layer_moves_updated_at_of_its_locations_only(api, map_id):
 
 
 def shift_by_inserting(api, map_id, layers):
-    make_layer(api, map_id, name="new first", order=0)
+    make_layer(api, map_id, name="new second", order=1)
 
 
 def shift_by_moving(api, map_id, layers):
-    data(api.put(f"/maps/{map_id}/layers/{layers[-1]['id']}", json={"order": 0}))
+    data(api.put(f"/maps/{map_id}/layers/{layers['last']['id']}", json={"order": 1}))
 
 
 def shift_by_deleting(api, map_id, layers):
-    data(api.delete(f"/maps/{map_id}/layers/{layers[0]['id']}"))
+    data(api.delete(f"/maps/{map_id}/layers/{layers['doomed']['id']}"))
 
 
 @pytest.mark.parametrize("shift", [shift_by_inserting, shift_by_moving, shift_by_deleting])
 def test_a_layer_shifted_by_another_moves_updated_at_of_its_locations(api, map_id, shift):
-    first, middle, last = (make_layer(api, map_id, name=name) for name in ("first", "middle", "last"))
-    on_middle = put_layers(api, map_id, make_location(api, map_id), [middle])
+    """``middle`` shifts in each case; ``first``, before the change, does not."""
+    layers = {name: make_layer(api, map_id, name=name) for name in ("first", "doomed", "middle", "last")}
+    on_middle = put_layers(api, map_id, make_location(api, map_id), [layers["middle"]])
+    on_first = put_layers(api, map_id, make_location(api, map_id), [layers["first"]])
     on_none = make_location(api, map_id)
     time.sleep(TICK)
 
-    shift(api, map_id, [first, middle, last])
+    shift(api, map_id, layers)
     after = get_location(api, map_id, on_middle["id"])
-    shifted = data(api.get(f"/maps/{map_id}/layers/{middle['id']}"))
-    assert shifted["order"] != middle["order"]
+    shifted = data(api.get(f"/maps/{map_id}/layers/{layers['middle']['id']}"))
+    assert shifted["order"] != layers["middle"]["order"]
     assert after["layers"] == [shifted]
     assert after["updatedAt"] == shifted["updatedAt"] > on_middle["updatedAt"]
+    assert get_location(api, map_id, on_first["id"]) == on_first
     assert get_location(api, map_id, on_none["id"]) == on_none
 
 
