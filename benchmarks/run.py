@@ -163,7 +163,7 @@ class Seeder:
     """
 
     def __init__(self, connection, rng: random.Random):
-        from mapapi import models
+        from mapapi.storage import models
 
         self.connection = connection
         self.rng = rng
@@ -371,7 +371,7 @@ def reset_pool_layers(connection, writes: SeededMap, layer_sets: list[list[str]]
 
     Location ``i`` starts on set ``i - 1``; PUT pass ``p`` sends set ``i + p``.
     """
-    from mapapi.models import location_layers
+    from mapapi.storage.models import location_layers
 
     pool = writes.location_ids[:LOCATIONS_PER_MAP]
     connection.execute(location_layers.delete().where(location_layers.c.location_id.in_(pool)))
@@ -1274,7 +1274,7 @@ LANDMARKS = {
     "sqlalchemy/orm/loading.py:instances": "SQLAlchemy ORM: rows into objects (selectin included)",
     "sqlalchemy/orm/strategies.py:_load_for_path": "SQLAlchemy ORM: selectinload of a relation",
     "marshmallow/schema.py:dump": "marshmallow: dump the output schema",
-    "mapapi/jsonprovider.py:response": "JSON encoding of the response (jsonify, orjson)",
+    "mapapi/contract/jsonprovider.py:response": "JSON encoding of the response (jsonify, orjson)",
     "threading.py:start": "starting threads (limits' MemoryStorage expiry timer)",
 }
 

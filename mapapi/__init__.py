@@ -6,17 +6,17 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import config as settings
-from . import hooks, ratelimit
 from .api import register_blueprints
+from .api.health import bp as health_bp
 from .cli import register_commands
-from .database import configure_engine
-from .errors import register_error_handlers
+from .contract.docs_page import bp as reference_bp
+from .contract.jsonprovider import OrjsonProvider
 from .extensions import db, migrate
-from .health import bp as health_bp
-from .jsonprovider import OrjsonProvider
-from .reference import bp as reference_bp
+from .http import hooks, ratelimit
+from .http.errors import register_error_handlers
+from .storage.database import configure_engine
 
-MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
+MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
 
 
 def create_app(config: dict | None = None) -> Flask:

@@ -18,14 +18,14 @@ from flask_migrate.cli import db as db_group
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from . import server
-from .backup import BackupError, backup_sqlite
 from .config import bootstrap_enabled
-from .errors import APIError
+from .contract.schemas import SCOPES
 from .extensions import db
-from .schema import prepare_schema
-from .schemas import SCOPES
+from .http.errors import APIError
 from .services import accounts as account_service
 from .services.keys import issue_key, listed_keys, revoke_key
+from .storage.backup import BackupError, backup_sqlite
+from .storage.upgrade import prepare_schema
 from .timeutil import format_timestamp, parse_timestamp, utcnow
 
 _SEPARATORS = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")

@@ -7,7 +7,7 @@ the ``MAPAPI_*`` environment variables, then the ``config`` mapping given to
 
 import os
 
-from .fields import document_text
+from .contract.fields import document_text
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 

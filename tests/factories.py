@@ -1,7 +1,7 @@
 """Small helpers that make accounts, keys and resources for tests."""
 
+from mapapi.contract.schemas import SCOPES
 from mapapi.extensions import db
-from mapapi.schemas import SCOPES
 from mapapi.services import accounts
 from mapapi.services.keys import issue_key
 

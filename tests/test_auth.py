@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from mapapi.extensions import db
-from mapapi.models import Account, ApiKey
+from mapapi.storage.models import Account, ApiKey
 from mapapi.timeutil import utcnow
 
 from .factories import API, ApiClient, create_account, create_key, make_map

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from mapapi import create_app
 from mapapi.extensions import db
-from mapapi.models import ApiKey
+from mapapi.storage.models import ApiKey
 from mapapi.timeutil import utcnow
 
 from .factories import API, ApiClient, create_account, create_key, make_map, make_tag

@@ -2,7 +2,7 @@
 
 import time
 
-from mapapi.models import _clock, could_be_id, new_id
+from mapapi.storage.models import _clock, could_be_id, new_id
 
 CLOCK_LENGTH = 6
 

@@ -14,9 +14,9 @@ import re
 
 from sqlalchemy import Text, cast, select, update
 
-from mapapi.auth import hash_secret
 from mapapi.extensions import db
-from mapapi.models import ApiKey
+from mapapi.http.auth import hash_secret
+from mapapi.storage.models import ApiKey
 from mapapi.timeutil import utcnow
 
 from .factories import make_category, make_layer, make_location, make_map, make_tag

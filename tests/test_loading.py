@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from mapapi.api import categories, keys, layers, locations, maps, tags
-from mapapi.fields import (
+from mapapi.contract.fields import (
     Choice,
     Color,
     IdList,
@@ -27,8 +27,8 @@ from mapapi.fields import (
     StrictInteger,
     Timestamp,
 )
-from mapapi.loading import compile_loader
-from mapapi.schemas import InputSchema, LocationInputSchema
+from mapapi.contract.loading import compile_loader
+from mapapi.contract.schemas import InputSchema, LocationInputSchema
 
 DECLARED = {
     view.__qualname__: view.operation

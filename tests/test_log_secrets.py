@@ -180,7 +180,7 @@ def test_no_secret_or_authorization_header_is_ever_logged_while_keys_live_and_di
     assert any(r.exc_info for r in all_logs.records), "the failure was logged with its traceback"
 
     assert any(r.name.startswith("sqlalchemy.engine") for r in all_logs.records), "SQL was logged"
-    assert any(r.name == "mapapi.errors" for r in all_logs.records)
+    assert any(r.name == "mapapi.http.errors" for r in all_logs.records)
     headers = [f"Bearer {s}" for s in secrets_seen] + [h for h in refusals]
     assert_never_logged(all_logs, secrets_seen + headers)
     for secret in secrets_seen:  # no log shows more of a secret than its 12-character prefix

@@ -9,7 +9,7 @@ from slugify import slugify
 from sqlalchemy import select
 
 from mapapi.extensions import db
-from mapapi.models import (
+from mapapi.storage.models import (
     Category,
     Layer,
     Location,

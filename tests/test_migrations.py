@@ -8,7 +8,7 @@ from sqlalchemy import inspect
 
 from mapapi import create_app
 from mapapi.extensions import db
-from mapapi.schema import pending_migrations
+from mapapi.storage.upgrade import pending_migrations
 
 from . import backends
 

@@ -5,7 +5,7 @@ import re
 import pytest
 from openapi_spec_validator import validate
 
-from mapapi.auth import API_PREFIX
+from mapapi.http.auth import API_PREFIX
 
 #: API.md §2, every operation.
 CONTRACT_OPERATIONS = {

@@ -8,7 +8,7 @@ import requests
 from sqlalchemy import select
 
 from mapapi.extensions import db
-from mapapi.models import ApiKey, Map
+from mapapi.storage.models import ApiKey, Map
 from mapapi.timeutil import utcnow
 
 from .factories import API, ApiClient, create_account, create_key, make_map

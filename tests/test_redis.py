@@ -23,7 +23,7 @@ from .helpers import free_port
 REDIS_SERVER = "/usr/bin/redis-server"
 LIMIT = 3
 RETRY_SECONDS = 0.2
-LOGGER = "mapapi.ratelimit"
+LOGGER = "mapapi.http.ratelimit"
 DOWN_MESSAGE = "rate-limit storage unreachable"
 BACK_MESSAGE = "reachable again"
 

@@ -5,13 +5,13 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
+from mapapi.contract.jsonprovider import encode
+from mapapi.contract.pagination import paginate
+from mapapi.contract.schemas import LocationSchema
 from mapapi.extensions import db
-from mapapi.jsonprovider import encode
-from mapapi.models import ApiKey, Category, Layer, Location, Map, Tag
-from mapapi.pagination import paginate
-from mapapi.schemas import LocationSchema
 from mapapi.services.location_reads import location_page, read_location
 from mapapi.services.locations import LOCATION_LOADS
+from mapapi.storage.models import ApiKey, Category, Layer, Location, Map, Tag
 from mapapi.timeutil import utcnow
 
 from .factories import make_category, make_layer, make_location, make_map, make_tag

@@ -4,7 +4,7 @@ two of its statements shows up in none of them."""
 from sqlalchemy import delete, event, update
 
 from mapapi.extensions import db
-from mapapi.models import ApiKey, Layer, Map
+from mapapi.storage.models import ApiKey, Layer, Map
 
 from . import backends
 from .factories import make_layer, make_location, make_map

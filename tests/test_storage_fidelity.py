@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import Text, cast, select
 
 from mapapi.extensions import db
-from mapapi.models import Location
+from mapapi.storage.models import Location
 
 from .factories import error_code, make_location, make_map, make_tag
 

@@ -2,7 +2,7 @@
 
 from flask import Flask
 
-from ..auth import API_PREFIX
+from ..http.auth import API_PREFIX
 from . import categories, keys, layers, locations, maps, tags
 
 

@@ -2,16 +2,16 @@
 
 from flask import Blueprint
 
+from ..contract.openapi import operation
+from ..contract.pagination import PageQuerySchema, list_schema, paginate
+from ..contract.schemas import CategoryInputSchema, CategorySchema, DeletedSchema
 from ..extensions import db
-from ..models import Category, Location
-from ..openapi import operation
-from ..pagination import PageQuerySchema, list_schema, paginate
-from ..payload import load_body, load_query, respond
-from ..schemas import CategoryInputSchema, CategorySchema, DeletedSchema
+from ..http.payload import load_body, load_query, respond
 from ..services.changes import apply_changes
 from ..services.children import add_child, children_of
 from ..services.locations import touch_locations
 from ..services.ownership import owned_child, owned_map, read_map
+from ..storage.models import Category, Location
 
 bp = Blueprint("categories", __name__)
 

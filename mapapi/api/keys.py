@@ -2,11 +2,11 @@
 
 from flask import Blueprint, g
 
+from ..contract.openapi import operation
+from ..contract.pagination import PageQuerySchema, list_schema, paginate
+from ..contract.schemas import CreatedKeySchema, KeyInputSchema, KeySchema
 from ..extensions import db
-from ..openapi import operation
-from ..pagination import PageQuerySchema, list_schema, paginate
-from ..payload import load_body, load_query, respond
-from ..schemas import CreatedKeySchema, KeyInputSchema, KeySchema
+from ..http.payload import load_body, load_query, respond
 from ..services.keys import issue_key, listed_keys, revoke_key
 
 bp = Blueprint("keys", __name__)

@@ -3,14 +3,14 @@
 from flask import Blueprint
 from sqlalchemy import select
 
+from ..contract.openapi import operation
+from ..contract.pagination import PageQuerySchema, list_schema, paginate
+from ..contract.schemas import DeletedSchema, LayerInputSchema, LayerSchema
 from ..extensions import db
-from ..models import Layer
-from ..openapi import operation
-from ..pagination import PageQuerySchema, list_schema, paginate
-from ..payload import load_body, load_query, respond
-from ..schemas import DeletedSchema, LayerInputSchema, LayerSchema
+from ..http.payload import load_body, load_query, respond
 from ..services.layers import add_layer, apply_layer_update, remove_layer
 from ..services.ownership import map_child, owned_child, owned_map, read_map
+from ..storage.models import Layer
 
 bp = Blueprint("layers", __name__)
 

@@ -4,14 +4,10 @@ from flask import Blueprint
 from marshmallow import ValidationError
 from sqlalchemy import delete
 
-from ..errors import not_found, settled, stringify_keys, validation_error
-from ..extensions import db
-from ..loading import compile_loader
-from ..models import Location, could_be_id
-from ..openapi import operation
-from ..pagination import PageQuerySchema, list_schema
-from ..payload import load_body, load_query, respond, respond_dumped
-from ..schemas import (
+from ..contract.loading import compile_loader
+from ..contract.openapi import operation
+from ..contract.pagination import PageQuerySchema, list_schema
+from ..contract.schemas import (
     BulkEnvelopeSchema,
     BulkInputSchema,
     BulkResultSchema,
@@ -20,6 +16,9 @@ from ..schemas import (
     LocationInputSchema,
     LocationSchema,
 )
+from ..extensions import db
+from ..http.errors import not_found, settled, stringify_keys, validation_error
+from ..http.payload import load_body, load_query, respond, respond_dumped
 from ..services.location_reads import location_page, read_location
 from ..services.locations import (
     LOCATION_LOADS,
@@ -31,6 +30,7 @@ from ..services.locations import (
     replace_layers,
 )
 from ..services.ownership import map_child, owned_map, read_map
+from ..storage.models import Location, could_be_id
 
 bp = Blueprint("locations", __name__)
 

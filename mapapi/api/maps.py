@@ -4,14 +4,14 @@ from flask import Blueprint, g
 from slugify import slugify
 from sqlalchemy import delete, select
 
+from ..contract.openapi import operation
+from ..contract.pagination import PageQuerySchema, list_schema, paginate
+from ..contract.schemas import DeletedSchema, MapInputSchema, MapSchema
 from ..extensions import db
-from ..models import Map
-from ..openapi import operation
-from ..pagination import PageQuerySchema, list_schema, paginate
-from ..payload import load_body, load_query, respond
-from ..schemas import DeletedSchema, MapInputSchema, MapSchema
+from ..http.payload import load_body, load_query, respond
 from ..services.changes import apply_changes
 from ..services.ownership import owned_map, read_map
+from ..storage.models import Map
 
 bp = Blueprint("maps", __name__)
 

@@ -3,16 +3,16 @@
 from flask import Blueprint
 from sqlalchemy import select
 
+from ..contract.openapi import operation
+from ..contract.pagination import PageQuerySchema, list_schema, paginate
+from ..contract.schemas import DeletedSchema, TagInputSchema, TagSchema
 from ..extensions import db
-from ..models import Location, LocationTag, Tag
-from ..openapi import operation
-from ..pagination import PageQuerySchema, list_schema, paginate
-from ..payload import load_body, load_query, respond
-from ..schemas import DeletedSchema, TagInputSchema, TagSchema
+from ..http.payload import load_body, load_query, respond
 from ..services.changes import apply_changes
 from ..services.children import add_child, children_of
 from ..services.locations import touch_locations
 from ..services.ownership import owned_child, owned_map, read_map
+from ..storage.models import Location, LocationTag, Tag
 
 bp = Blueprint("tags", __name__)
 

@@ -2,9 +2,9 @@
 
 from sqlalchemy import select
 
-from ..errors import APIError, conflict, not_found
 from ..extensions import db
-from ..models import Account
+from ..http.errors import APIError, conflict, not_found
+from ..storage.models import Account
 from .keys import issue_key
 
 PLANS = ("pro", "free")

@@ -3,7 +3,7 @@
 from sqlalchemy import select
 
 from ..extensions import db
-from ..models import Map
+from ..storage.models import Map
 from ..timeutil import utcnow
 
 

@@ -2,10 +2,10 @@
 
 from sqlalchemy import func, or_, select
 
-from ..auth import generate_secret, hash_secret
-from ..errors import conflict, not_found
 from ..extensions import db
-from ..models import Account, ApiKey, could_be_id
+from ..http.auth import generate_secret, hash_secret
+from ..http.errors import conflict, not_found
+from ..storage.models import Account, ApiKey, could_be_id
 from ..timeutil import utcnow
 
 MAX_ACTIVE_KEYS = 10

@@ -12,7 +12,7 @@ locations on it too, and their ``updatedAt`` moves with the layer's.
 from sqlalchemy import func, select, update
 
 from ..extensions import db
-from ..models import Layer, Location, Map, location_layers
+from ..storage.models import Layer, Location, Map, location_layers
 from ..timeutil import utcnow
 from .changes import apply_changes
 from .locations import touch_locations

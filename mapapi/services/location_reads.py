@@ -20,14 +20,14 @@ import orjson
 from marshmallow import Schema, fields
 from sqlalchemy import Float, String, Text, bindparam, cast, func, select
 
+from ..contract.fields import IDS_MAX, Timestamp
+from ..contract.jsonprovider import RawJSON
+from ..contract.pagination import PaginationSchema, page_info
+from ..contract.schemas import LayerSchema, LocationSchema
+from ..contract.serialization import compile_dumper
 from ..extensions import db
-from ..fields import IDS_MAX, Timestamp
-from ..jsonprovider import RawJSON
-from ..models import Layer, Location, LocationTag, location_layers
-from ..pagination import PaginationSchema, page_info
-from ..schemas import LayerSchema, LocationSchema
-from ..serialization import compile_dumper
-from ..sqlformat import api_timestamp, exact_float, json_rows
+from ..storage.models import Layer, Location, LocationTag, location_layers
+from ..storage.sqlformat import api_timestamp, exact_float, json_rows
 
 _RELATIONS = ("tag_ids", "layers")  # the fields that are not columns of the row
 # A tag's position (below IDS_MAX) plus this has as many digits as this.

@@ -8,9 +8,9 @@ checks for a whole bulk cost one query per kind of reference.
 from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm import selectinload
 
-from ..errors import not_found, validation_error
 from ..extensions import db
-from ..models import (
+from ..http.errors import not_found, validation_error
+from ..storage.models import (
     Category,
     Layer,
     Location,

@@ -5,9 +5,9 @@ from collections import namedtuple
 from flask import g
 from sqlalchemy import and_, bindparam, select
 
-from ..errors import not_found
 from ..extensions import db
-from ..models import Map, could_be_id
+from ..http.errors import not_found
+from ..storage.models import Map, could_be_id
 
 # Built once: nearly every request runs one of them.
 _maps = Map.__table__

@@ -5,8 +5,8 @@ import json
 from flask import current_app, jsonify, request
 from marshmallow import Schema
 
+from ..contract.openapi import current_operation
 from .errors import APIError, validation_error
-from .openapi import current_operation
 
 
 def json_body() -> dict:

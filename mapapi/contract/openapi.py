@@ -16,8 +16,8 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import current_app, request
 from marshmallow import Schema
 
-from .auth import API_PREFIX
-from .database import WRITE_METHODS
+from ..http.auth import API_PREFIX
+from ..storage.database import WRITE_METHODS
 from .fields import QueryInteger, Timestamp
 from .loading import Loader, compile_loader
 from .serialization import Dumper, compile_dumper

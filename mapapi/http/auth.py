@@ -15,12 +15,12 @@ from typing import NamedTuple
 from flask import g, request
 from sqlalchemy import bindparam, or_, select, update
 
-from .database import WRITE_METHODS, begin_request_transaction
+from ..extensions import db
+from ..services.ownership import forget_map, remember_map, with_map
+from ..storage.database import WRITE_METHODS, begin_request_transaction
+from ..storage.models import Account, ApiKey, could_be_id, has_expired, has_pro
+from ..timeutil import utcnow
 from .errors import APIError
-from .extensions import db
-from .models import Account, ApiKey, could_be_id, has_expired, has_pro
-from .services.ownership import forget_map, remember_map, with_map
-from .timeutil import utcnow
 
 API_PREFIX = "/api/v1"
 #: The one path under the API that needs no key: its description.

@@ -5,7 +5,7 @@ import math
 from marshmallow import EXCLUDE, Schema, fields, validate
 from sqlalchemy import func, select
 
-from .extensions import db
+from ..extensions import db
 from .fields import QueryInteger
 
 

@@ -3,7 +3,7 @@
 import os
 import sqlite3
 
-from .extensions import db
+from ..extensions import db
 
 
 class BackupError(Exception):

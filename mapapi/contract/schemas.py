@@ -7,6 +7,7 @@ touch the database: rules that need it live in ``mapapi.services``.
 
 from marshmallow import RAISE, Schema, fields, post_load, validate
 
+from ..timeutil import utcnow
 from .fields import (
     Choice,
     Color,
@@ -20,7 +21,6 @@ from .fields import (
     Timestamp,
     in_the_future,
 )
-from .timeutil import utcnow
 
 MAP_STYLES = ("streets", "outdoors", "light", "dark", "satellite", "satellite-streets")
 SCOPES = ("READ_ONLY", "READ_WRITE")

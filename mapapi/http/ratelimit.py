@@ -21,9 +21,9 @@ from limits.errors import StorageError
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 
+from ..extensions import limiter
 from .auth import is_api_request
 from .errors import APIError
-from .extensions import limiter
 
 log = logging.getLogger(__name__)
 

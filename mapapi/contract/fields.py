@@ -11,7 +11,7 @@ import re
 
 from marshmallow import ValidationError, fields, validate
 
-from .timeutil import format_timestamp, parse_timestamp, utcnow
+from ..timeutil import format_timestamp, parse_timestamp, utcnow
 
 NUL = "\x00"
 PROPERTIES_MAX_BYTES = 16_384

@@ -5,9 +5,8 @@ Revises:
 Create Date: 2026-11-21 06:13:43.846513
 
 """
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '74b7cb5a2a07'

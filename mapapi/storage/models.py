@@ -31,8 +31,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from .extensions import db
-from .timeutil import utcnow
+from ..extensions import db
+from ..timeutil import utcnow
 
 ID_LENGTH = 22
 _ID_SHAPE = re.compile(r"[A-Za-z0-9_-]{%d}" % ID_LENGTH)

@@ -14,8 +14,8 @@ from operator import attrgetter, itemgetter
 
 from marshmallow import Schema, fields
 
+from ..timeutil import format_timestamp
 from .fields import Timestamp
-from .timeutil import format_timestamp
 
 Dumper = Callable[[object], object]
 

@@ -8,7 +8,7 @@ from flask import has_request_context, request
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 
-from .extensions import db
+from ..extensions import db
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BUSY_TIMEOUT_SECONDS = 5

@@ -3,7 +3,7 @@
 from flask import Blueprint, jsonify
 from sqlalchemy import text
 
-from .extensions import db
+from ..extensions import db
 
 bp = Blueprint("health", __name__)
 

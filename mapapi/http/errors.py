@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from .extensions import db
+from ..extensions import db
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -5,10 +5,16 @@
 ``swagger-ui-bundle-v2`` package so that it works offline.
 """
 
-from flask import Blueprint, current_app, jsonify, render_template_string, send_from_directory
+from flask import (
+    Blueprint,
+    current_app,
+    jsonify,
+    render_template_string,
+    send_from_directory,
+)
 from swagger_ui_bundle import swagger_ui_path
 
-from .auth import OPENAPI_PATH
+from ..http.auth import OPENAPI_PATH
 from .openapi import build_document
 
 bp = Blueprint("reference", __name__)

@@ -8,7 +8,7 @@ from flask import current_app
 from flask_migrate import upgrade
 from sqlalchemy import inspect, text
 
-from .extensions import db
+from ..extensions import db
 
 #: PostgreSQL advisory lock held while a starting process looks at the schema.
 _SCHEMA_LOCK = int.from_bytes(b"mapapi", "big")

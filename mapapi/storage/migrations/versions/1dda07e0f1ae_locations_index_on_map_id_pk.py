@@ -12,7 +12,6 @@ Create Date: 2026-11-21 09:16:11.885437
 """
 from alembic import op
 
-
 # revision identifiers, used by Alembic.
 revision = '1dda07e0f1ae'
 down_revision = '74b7cb5a2a07'

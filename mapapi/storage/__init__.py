@@ -1,0 +1,1 @@
+"""Storage: the engine and its transactions, the models, migrations and backup."""
