@@ -12,7 +12,7 @@ from .cli import register_commands
 from .contract.docs_page import bp as reference_bp
 from .contract.jsonprovider import OrjsonProvider
 from .extensions import db, migrate
-from .http import hooks, ratelimit
+from .http import hooks, idempotency, ratelimit
 from .http.errors import register_error_handlers
 from .storage.database import configure_engine
 
@@ -63,6 +63,7 @@ def register_extensions(app: Flask) -> None:
     with app.app_context():
         configure_engine(db.engine)
     ratelimit.init_app(app)
+    idempotency.init_app(app)
 
 
 def trust_proxies(app: Flask) -> None:

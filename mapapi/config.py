@@ -21,6 +21,8 @@ ENVIRONMENT = {
     "MAPAPI_BOOTSTRAP": "BOOTSTRAP",
     "MAPAPI_TRUSTED_PROXIES": "TRUSTED_PROXIES",
     "MAPAPI_DATABASE_POOL_SIZE": "DATABASE_POOL_SIZE",
+    "MAPAPI_IDEMPOTENCY_TTL_HOURS": "IDEMPOTENCY_TTL_HOURS",
+    "MAPAPI_IDEMPOTENCY_LEASE_SECONDS": "IDEMPOTENCY_LEASE_SECONDS",
 }
 
 
@@ -50,6 +52,11 @@ def defaults(instance_path: str) -> dict:
         # Connections kept per process; waitress runs 8 threads by default.
         "DATABASE_POOL_SIZE": "8",
         "MAX_CONTENT_LENGTH": MAX_BODY_BYTES,
+        # How long a POST's answer is kept for its Idempotency-Key.
+        "IDEMPOTENCY_TTL_HOURS": "24",
+        # How long a key stays "in use" when the process running its request
+        # died: a retry after that runs the request afresh (docs/decisions.md).
+        "IDEMPOTENCY_LEASE_SECONDS": "30",
         # OPTIONS is not part of the contract: without this Flask would answer
         # it itself with an empty, non-JSON 200.
         "PROVIDE_AUTOMATIC_OPTIONS": False,

@@ -39,8 +39,10 @@ ERROR_CODES = {
     401: ["MISSING_API_KEY", "INVALID_API_KEY", "API_KEY_EXPIRED"],
     403: ["PRO_SUBSCRIPTION_REQUIRED", "INSUFFICIENT_SCOPE"],
     404: ["NOT_FOUND"],
-    409: ["CONFLICT"],
+    409: ["CONFLICT", "IDEMPOTENCY_KEY_IN_USE"],
+    412: ["PRECONDITION_FAILED"],
     413: ["PAYLOAD_TOO_LARGE"],
+    422: ["IDEMPOTENCY_KEY_REUSED"],
     429: ["RATE_LIMIT_EXCEEDED"],
     500: ["INTERNAL_ERROR"],
     503: ["SERVICE_UNAVAILABLE"],
@@ -51,11 +53,16 @@ ERROR_DESCRIPTIONS = {
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
     409: "A conflict: a tag name taken on this map, or an 11th active API key.",
+    412: "If-Match does not match the resource's current ETag; nothing changed.",
     413: "The body is larger than 2 MiB.",
+    422: "The Idempotency-Key was used with another method, path or body.",
     429: "A rate-limit bucket is empty; retry after Retry-After seconds.",
     500: "An unexpected error (logged with the request id).",
     503: "The database cannot be reached.",
 }
+IN_USE_DESCRIPTION = (
+    "A request with the same Idempotency-Key is still running; retry after Retry-After seconds."
+)
 RATE_LIMIT_HEADERS = {
     "X-RateLimit-Limit": "Requests the bucket allows in its window.",
     "X-RateLimit-Remaining": "Requests left after this one.",
@@ -100,6 +107,13 @@ def operation(*, body=None, query=None, response, status=200, conflict=False):
         return view
 
     return decorate
+
+
+def answers_one_resource(declared: Operation) -> bool:
+    """Whether the operation answers one resource with an ``updatedAt`` (a map,
+    location, category, tag, layer, webhook): the answers that carry an ETag."""
+    names = {field.data_key or name for name, field in declared.response.fields.items()}
+    return "id" in names and "updatedAt" in names
 
 
 def current_operation() -> Operation:
@@ -187,6 +201,46 @@ def _add_shared_components(spec: APISpec) -> None:
         "Retry-After",
         {"description": "Seconds to wait.", "required": True, "schema": {"type": "integer"}},
     )
+    spec.components.header(
+        "ETag",
+        {
+            "description": "The resource's strong ETag: it changes whenever its GET body does.",
+            "required": True,
+            "schema": {"type": "string"},
+        },
+    )
+    spec.components.header(
+        "Idempotent-Replayed",
+        {
+            "description": "`true` on the kept answer to an Idempotency-Key seen before.",
+            "schema": {"type": "string", "enum": ["true"]},
+        },
+    )
+    for name, parameter in CONDITIONAL_PARAMETERS.items():
+        spec.components.parameter(name, "header", parameter)
+
+
+#: The request headers of safe retries and concurrent edits, by component name.
+CONDITIONAL_PARAMETERS = {
+    "IdempotencyKey": {
+        "name": "Idempotency-Key",
+        "description": (
+            "Makes a retry of this POST safe: the same key, path and body within the "
+            "configured hours answers the first outcome again (`Idempotent-Replayed: true`)."
+        ),
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
+    },
+    "IfMatch": {
+        "name": "If-Match",
+        "description": "Change only if the resource's ETag is one of these (`*`: any); else 412.",
+        "schema": {"type": "string"},
+    },
+    "IfNoneMatch": {
+        "name": "If-None-Match",
+        "description": "Answer 304 with no body when the resource's ETag is one of these.",
+        "schema": {"type": "string"},
+    },
+}
 
 
 def _api_operations(app):
@@ -214,16 +268,20 @@ def _path_parameters(path: str) -> list[dict]:
 def _describe(endpoint: str, view, path: str, method: str, operations) -> dict:
     declared: Operation = view.operation
     summary, _, description = (view.__doc__ or endpoint).strip().partition("\n")
+    conditions = _conditions(declared, path, method, operations)
     described = {
         "operationId": endpoint.replace(".", "_"),
         "summary": summary.strip(),
         "tags": [endpoint.split(".")[0]],
-        "responses": _responses(declared, path, method, operations),
+        "responses": _responses(declared, path, method, operations, conditions),
     }
     if description.strip():
         described["description"] = description.strip()
+    parameters: list = list(conditions)  # components, by name
     if declared.query is not None:
-        described["parameters"] = [{"in": "query", "schema": declared.query}]
+        parameters.append({"in": "query", "schema": declared.query})
+    if parameters:
+        described["parameters"] = parameters
     if declared.body is not None:
         described["requestBody"] = {
             "required": True,
@@ -232,10 +290,33 @@ def _describe(endpoint: str, view, path: str, method: str, operations) -> dict:
     return described
 
 
-def _responses(declared: Operation, path: str, method: str, operations) -> dict:
+def _conditions(declared: Operation, path: str, method: str, operations) -> list[str]:
+    """The conditional request headers the operation reads."""
+    if method == "POST":
+        return ["IdempotencyKey"]
+    if method == "GET" and answers_one_resource(declared):
+        return ["IfNoneMatch"]
+    if method in ("PUT", "DELETE") and _guards_resource(path, operations):
+        return ["IfMatch"]
+    return []
+
+
+def _guards_resource(path: str, operations) -> bool:
+    """Whether the path (or, without a GET of its own, the path above it) is
+    a resource's GET that carries an ETag."""
+    reads = {p: view for p, method, _endpoint, view in operations if method == "GET"}
+    for candidate in (path, path.rsplit("/", 1)[0]):
+        if candidate in reads:
+            return answers_one_resource(reads[candidate].operation)
+    return False
+
+
+def _responses(declared: Operation, path: str, method: str, operations, conditions) -> dict:
     success = {
         "description": "Success.",
-        "headers": _headers(),
+        "headers": _headers(
+            etag=answers_one_resource(declared), replayed="IdempotencyKey" in conditions
+        ),
         "content": {"application/json": {"schema": _envelope(declared.response)}},
     }
     if declared.status == 201:
@@ -243,16 +324,39 @@ def _responses(declared: Operation, path: str, method: str, operations) -> dict:
         if links:
             success["links"] = links
     responses = {str(declared.status): success}
-    for status in _error_statuses(declared, path, method):
+    if "IfNoneMatch" in conditions:
+        responses["304"] = {
+            "description": "Not modified: If-None-Match holds the current ETag. No body.",
+            "headers": _headers(etag=True),
+        }
+    for status in _error_statuses(declared, path, method, conditions):
+        codes = _error_codes(status, declared, conditions)
+        in_use = "IDEMPOTENCY_KEY_IN_USE" in codes
+        description = ERROR_DESCRIPTIONS[status] if codes != ["IDEMPOTENCY_KEY_IN_USE"] else ""
+        if in_use:
+            description = f"{description} {IN_USE_DESCRIPTION}".strip()
+        headers = _headers(retry_after=status == 429)
+        if in_use:
+            headers["Retry-After"] = {
+                "description": "Seconds to wait: 1, with IDEMPOTENCY_KEY_IN_USE only.",
+                "schema": {"type": "integer"},
+            }
         responses[str(status)] = {
-            "description": f"{ERROR_DESCRIPTIONS[status]} Codes: {', '.join(ERROR_CODES[status])}.",
-            "headers": _headers(retry_after=status == 429),
+            "description": f"{description} Codes: {', '.join(codes)}.",
+            "headers": headers,
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
         }
     return responses
 
 
-def _error_statuses(declared: Operation, path: str, method: str) -> list[int]:
+def _error_codes(status: int, declared: Operation, conditions: list[str]) -> list[str]:
+    if status != 409:
+        return ERROR_CODES[status]
+    codes = ["CONFLICT"] if declared.conflict else []
+    return codes + (["IDEMPOTENCY_KEY_IN_USE"] if "IdempotencyKey" in conditions else [])
+
+
+def _error_statuses(declared: Operation, path: str, method: str, conditions) -> list[int]:
     statuses = {401, 403, 429, 500, 503}
     if "{" in path:
         statuses.add(404)
@@ -262,11 +366,16 @@ def _error_statuses(declared: Operation, path: str, method: str) -> list[int]:
         statuses.add(413)
     if declared.conflict:
         statuses.add(409)
+    if "IdempotencyKey" in conditions:
+        statuses.update({400, 409, 422})
+    if "IfMatch" in conditions:
+        statuses.add(412)
     return sorted(statuses)
 
 
-def _headers(retry_after: bool = False) -> dict:
-    names = [*RATE_LIMIT_HEADERS, "X-Request-Id"] + (["Retry-After"] if retry_after else [])
+def _headers(retry_after: bool = False, etag: bool = False, replayed: bool = False) -> dict:
+    names = [*RATE_LIMIT_HEADERS, "X-Request-Id"]
+    names += ["Retry-After"] * retry_after + ["ETag"] * etag + ["Idempotent-Replayed"] * replayed
     return {name: {"$ref": f"#/components/headers/{name}"} for name in names}
 
 

@@ -283,3 +283,29 @@ class Location(Timestamped, db.Model):
     @property
     def tag_ids(self) -> list[str]:
         return [link.tag_id for link in self.tag_links]
+
+
+class IdempotencyRecord(db.Model):
+    """A POST's ``Idempotency-Key``: reserved while the request runs, then its kept answer.
+
+    ``status`` is NULL while the request runs. ``token`` names the request
+    that holds the reservation: the answer is written only by that request,
+    in the transaction of its own work (``http.idempotency``).
+    """
+
+    __tablename__ = "idempotency_keys"
+    # One answer per key and account, also when requests race: the database decides.
+    __table_args__ = (
+        UniqueConstraint("account_id", "key", name="uq_idempotency_keys_account_id_key"),
+    )
+
+    pk: Mapped[int] = _pk()
+    account_id: Mapped[str] = _parent("accounts", index=False)
+    key: Mapped[str] = mapped_column(String(255), nullable=False)
+    #: SHA-256 of the method, path and body's JSON value.
+    fingerprint: Mapped[str] = mapped_column(String(64), nullable=False)
+    token: Mapped[str] = mapped_column(String(32), nullable=False)
+    started_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, index=True)
+    status: Mapped[int | None] = mapped_column(Integer)
+    body: Mapped[str | None] = mapped_column(Text)
