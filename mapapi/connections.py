@@ -21,8 +21,11 @@ pending answer taken within the send time-out, an idle connection closed
 after the idle time-out. docs/limits.md lists the figures.
 """
 
+import fcntl
 import io
 import logging
+import struct
+import termios
 from functools import partial
 
 from waitress.adjustments import Adjustments
@@ -154,7 +157,9 @@ class GuardedChannel(HTTPChannel):
         self.writing = False  # a worker is writing an answer
         self.timed_request = None  # the partial request whose headers are timed
         self.timed_since = 0.0
+        self.unacknowledged = 0  # what the client had not taken at the last check
         super().__init__(server, sock, addr, adj, map)
+        self.taken_at = self.last_activity  # when the client last took a byte
 
     def service(self):
         with self.outbuf_lock:
@@ -191,10 +196,16 @@ class GuardedChannel(HTTPChannel):
         """Whether the connection has outlived one of its time-outs.
 
         Called once a second by the event loop. ``last_activity`` moves when
-        a byte is received or sent, and when a request ends.
+        a byte is received or sent, and when a request ends. The socket's
+        own buffer may hold megabytes of an answer: the client is reading
+        as long as what it has not acknowledged shrinks.
         """
-        quiet = now - self.last_activity
-        if self.total_outbufs_len:
+        unacknowledged = unacknowledged_bytes(self.socket)
+        if unacknowledged < self.unacknowledged or not self.unacknowledged:
+            self.taken_at = now  # taking, or (from nothing) only just given
+        self.unacknowledged = unacknowledged
+        quiet = now - max(self.last_activity, self.taken_at)
+        if self.total_outbufs_len or unacknowledged:
             return quiet > self.limits.send_timeout
         if self.requests:
             return False  # in service, or waiting for a thread
@@ -204,6 +215,16 @@ class GuardedChannel(HTTPChannel):
             elif now - self.timed_since > self.limits.header_timeout:
                 return True
         return quiet > self.limits.idle_timeout
+
+
+def unacknowledged_bytes(sock) -> int:
+    """Bytes written to ``sock`` that its peer has not acknowledged (Linux's
+    SIOCOUTQ); 0 where that cannot be asked."""
+    try:
+        answer = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4)
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return struct.unpack("i", answer)[0]
 
 
 class GuardedServer(TcpWSGIServer):
