@@ -9,11 +9,18 @@ settings (the deadlines are checked with shorter ones, given as options).
 import resource
 import socket
 import time
+from pathlib import Path
 
 import pytest
 import requests
 
+from mapapi.server import LIMIT_OPTIONS, Limits
+
 from .helpers import served_mapapi
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMITS_DOC = ROOT / "docs" / "limits.md"
+README = ROOT / "README.md"
 
 SLOW_SOCKETS = 1000
 #: What "answering" means under attack.
@@ -123,3 +130,11 @@ def test_idle_and_stalled_connections_close_at_the_idle_time_out(tmp_path):
         waited = wait_closed(sockets, seconds=6)
         assert waited > 1.0, waited
         assert requests.get(server.base + "/healthz", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("name, variable", [(n, v) for n, v, _ in LIMIT_OPTIONS])
+def test_each_serve_limit_is_documented_with_its_default(name, variable):
+    default = f"{getattr(Limits, name):,}"
+    rows = [row for row in LIMITS_DOC.read_text().splitlines() if f"`{variable}`" in row]
+    assert len(rows) == 1 and f"| {default}" in rows[0], (variable, default, rows)
+    assert f"| `{variable}` | `{getattr(Limits, name)}` |" in README.read_text()
