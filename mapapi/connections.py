@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 #: Answers a connection may have waiting to be sent before its next pipelined
 #: request waits for the client to read them (which costs no thread).
 PARK_ABOVE_BYTES = 1024 * 1024
+#: Connections taken in at most per turn of the event loop.
+ACCEPTS_PER_TURN = 64
 #: waitress's own body cap, which answers in plain text: the parser's comes first.
 NO_LIMIT = 2**62
 
@@ -201,12 +203,12 @@ class GuardedChannel(HTTPChannel):
         as long as what it has not acknowledged shrinks.
         """
         unacknowledged = unacknowledged_bytes(self.socket)
-        if unacknowledged < self.unacknowledged or not self.unacknowledged:
-            self.taken_at = now  # taking, or (from nothing) only just given
+        if unacknowledged < self.unacknowledged or (unacknowledged and not self.unacknowledged):
+            self.taken_at = now  # taking, or only just given something to take
         self.unacknowledged = unacknowledged
-        quiet = now - max(self.last_activity, self.taken_at)
         if self.total_outbufs_len or unacknowledged:
-            return quiet > self.limits.send_timeout
+            return now - max(self.last_activity, self.taken_at) > self.limits.send_timeout
+        quiet = now - self.last_activity
         if self.requests:
             return False  # in service, or waiting for a thread
         if self.request is not None and not self.request.headers_finished:
@@ -235,6 +237,18 @@ class GuardedServer(TcpWSGIServer):
     def __init__(self, application, limits, **kwargs):
         self.limits = limits
         super().__init__(application, **kwargs)
+
+    def handle_accept(self):
+        # waitress takes one connection per turn of its event loop, a turn
+        # that costs more with each open connection: after a burst of a
+        # thousand, a new client waited a second to be taken in.
+        for _ in range(ACCEPTS_PER_TURN):
+            known = len(self._map)
+            if known >= self.adj.connection_limit:
+                return
+            super().handle_accept()
+            if len(self._map) == known:
+                return  # none waiting (or one that failed)
 
     def maintenance(self, now):
         expired = [
