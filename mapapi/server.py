@@ -1,4 +1,9 @@
-"""Serving the app with waitress, and stopping without dropping a request.
+"""Serving the app with waitress, within limits, and stopping without
+dropping a request.
+
+The limits (threads, connections, time-outs: ``Limits``) are options of
+`mapapi serve`, each also read from a ``MAPAPI_*`` variable; what each
+connection may take is enforced in ``connections``.
 
 On SIGTERM or SIGINT the server stops accepting connections, lets the
 requests it has already received run to their responses, then closes its
