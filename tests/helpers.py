@@ -61,30 +61,12 @@ def free_port() -> int:
 
 
 LOCATION_FIELDS = {
-    "id",
-    "mapId",
-    "name",
-    "lat",
-    "lng",
-    "description",
-    "address",
-    "categoryId",
-    "tagIds",
-    "properties",
-    "layers",
-    "createdAt",
-    "updatedAt",
+    "id", "mapId", "name", "lat", "lng", "description", "address", "categoryId",
+    "tagIds", "properties", "layers", "createdAt", "updatedAt",
 }
 LAYER_FIELDS = {
-    "id",
-    "mapId",
-    "name",
-    "color",
-    "order",
-    "routeEnabled",
-    "routeShowByDefault",
-    "createdAt",
-    "updatedAt",
+    "id", "mapId", "name", "color", "order", "routeEnabled", "routeShowByDefault",
+    "createdAt", "updatedAt",
 }
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 TICK = 0.005  # longer than a millisecond, so timestamps of two writes differ
