@@ -102,9 +102,9 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
-@click.option("--threads", default=8, show_default=True, type=int)
+@server.limit_options
 @with_appcontext
-def serve_command(host, port, threads):
+def serve_command(host, port, **limits):
     """Run the API under waitress."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -119,7 +119,7 @@ def serve_command(host, port, threads):
     except DBAPIError as error:
         raise click.ClickException(database_failure(error)) from None
     db.session.remove()
-    server.serve(app, host=host, port=port, threads=threads)
+    server.serve(app, host=host, port=port, limits=server.Limits(**limits))
 
 
 def _bootstrap() -> None:

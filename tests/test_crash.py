@@ -22,14 +22,13 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import requests
 from sqlalchemy.engine import make_url
 
 from . import backends
-from .helpers import ServeProcess, mapapi_program
+from .helpers import ServeProcess, checked, run_mapapi
 
 API = "/api/v1"
 STARTUP_SECONDS = 30
@@ -41,14 +40,6 @@ STOP_SECONDS = 15  # SIGTERM: the process must be gone by then
 
 
 # --- a server in a subprocess ----------------------------------------------------
-
-
-def run_mapapi(env: dict, cwd: Path, *args) -> str:
-    result = subprocess.run(
-        [mapapi_program(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, (args, result.returncode, result.stderr)
-    return result.stdout
 
 
 class Caller:
@@ -134,9 +125,11 @@ def deployment(app_config, tmp_path):
 
     deployment = None
     try:
-        run_mapapi(env, tmp_path, "db", "upgrade")
-        run_mapapi(env, tmp_path, "accounts", "create", "crash@example.com")
-        secret = run_mapapi(env, tmp_path, "keys", "create", "crash@example.com", "--name", "crash")
+        checked(run_mapapi(env, tmp_path, "db", "upgrade"))
+        checked(run_mapapi(env, tmp_path, "accounts", "create", "crash@example.com"))
+        secret = checked(
+            run_mapapi(env, tmp_path, "keys", "create", "crash@example.com", "--name", "crash")
+        )
         deployment = Deployment()
         deployment.caller = Caller(secret.strip())
         yield deployment

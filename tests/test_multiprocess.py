@@ -22,7 +22,7 @@ import requests
 from sqlalchemy import create_engine, inspect, text
 
 from . import backends
-from .helpers import ServeProcess, free_port, mapapi_program
+from .helpers import ServeProcess, checked, free_port, mapapi_program, run_mapapi
 
 API = "/api/v1"
 STARTUP_SECONDS = 20
@@ -38,17 +38,6 @@ def command_env(instance: Path, database_url: str, **extra) -> dict:
     env["MAPAPI_BOOTSTRAP"] = "0"
     env.update(extra)
     return env
-
-
-def run_mapapi(env: dict, cwd: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [mapapi_program(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
-
-
-def checked(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 0, (result.args, result.returncode, result.stderr)
-    return result.stdout
 
 
 def table_names(database_url: str) -> set[str]:

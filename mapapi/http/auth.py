@@ -17,7 +17,13 @@ from sqlalchemy import bindparam, or_, select, update
 
 from ..extensions import db
 from ..services.ownership import forget_map, remember_map, with_map
-from ..storage.database import WRITE_METHODS, begin_request_transaction
+from ..storage.database import (
+    IF_FREE,
+    WRITE_METHODS,
+    WriterBusy,
+    begin_request_transaction,
+    end_checks,
+)
 from ..storage.models import Account, ApiKey, could_be_id, has_expired, has_pro
 from ..timeutil import utcnow
 from .errors import APIError
@@ -58,6 +64,26 @@ _KEY_BY_HASH = (
 # remember_map, read_map): one statement, and on PostgreSQL one round
 # trip, less for each.
 _KEY_AND_MAP = with_map(_KEY_BY_HASH, _accounts.c.id)
+# The key's row unless another transaction has it locked (SKIP LOCKED;
+# SQLite has no row locks, and SQLAlchemy writes no FOR UPDATE there).
+_RECORD_USE = (
+    update(_keys)
+    .where(
+        _keys.c.pk.in_(
+            select(_keys.c.pk)
+            .where(
+                _keys.c.pk == bindparam("key_pk"),
+                or_(
+                    _keys.c.last_used_at.is_(None),
+                    _keys.c.last_used_at < bindparam("stale"),
+                ),
+            )
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+    )
+    .values(last_used_at=bindparam("now"))
+)
 
 
 def generate_secret() -> str:
@@ -117,9 +143,12 @@ def identify() -> None:
 
 
 def enforce() -> None:
-    """Refuse the request with the check ``identify`` found failing."""
+    """Refuse the request with the check ``identify`` found failing; once
+    every check up to routing has passed, let the request's writes begin."""
     if g.get("auth_error") is not None:
         raise g.auth_error
+    if g.account is not None and request.routing_exception is None:
+        end_checks()
 
 
 def _path_map_id() -> str | None:
@@ -137,19 +166,21 @@ def _record_use(key, now) -> None:
 
     The write gets a short transaction of its own that takes the write lock
     up front (SQLite), instead of upgrading the request's read transaction.
+    It never waits: while another transaction holds SQLite's write lock,
+    or the key's row (PostgreSQL), it is left for a later request, since
+    the request may yet be refused, and a refusal waits for no writer.
     """
     if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
         return
     forget_map()  # read in the transaction this commit ends
     db.session.commit()
-    db.session.connection(execution_options={"write_lock": True})
-    db.session.execute(
-        update(ApiKey)
-        .where(
-            ApiKey.pk == key.pk,
-            or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < now - LAST_USED_RESOLUTION),
+    try:
+        db.session.connection(execution_options={"write_lock": IF_FREE})
+        db.session.execute(
+            _RECORD_USE,
+            {"key_pk": key.pk, "now": now, "stale": now - LAST_USED_RESOLUTION},
         )
-        .values(last_used_at=now)
-    )
-    db.session.commit()
+        db.session.commit()
+    except WriterBusy:
+        db.session.rollback()
     begin_request_transaction()
