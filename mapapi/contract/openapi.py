@@ -12,12 +12,11 @@ import re
 from dataclasses import dataclass
 
 from apispec import APISpec
-from apispec.ext.marshmallow import MarshmallowPlugin
+from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter
 from flask import current_app, request
 from marshmallow import Schema
 
 from ..http.auth import API_PREFIX
-from ..storage.database import WRITE_METHODS
 from .fields import QueryInteger, Timestamp
 from .loading import Loader, compile_loader
 from .serialization import Dumper, compile_dumper
@@ -39,6 +38,7 @@ ERROR_CODES = {
     401: ["MISSING_API_KEY", "INVALID_API_KEY", "API_KEY_EXPIRED"],
     403: ["PRO_SUBSCRIPTION_REQUIRED", "INSUFFICIENT_SCOPE"],
     404: ["NOT_FOUND"],
+    405: ["METHOD_NOT_ALLOWED"],
     409: ["CONFLICT"],
     413: ["PAYLOAD_TOO_LARGE"],
     429: ["RATE_LIMIT_EXCEEDED"],
@@ -50,6 +50,7 @@ ERROR_DESCRIPTIONS = {
     401: "No API key, or one that is unknown, revoked or expired.",
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
+    405: "The path exists, the method does not; `Allow` lists the methods it has.",
     409: "A conflict: a tag name taken on this map, or an 11th active API key.",
     413: "The body is larger than 2 MiB.",
     429: "A rate-limit bucket is empty; retry after Retry-After seconds.",
@@ -61,6 +62,46 @@ RATE_LIMIT_HEADERS = {
     "X-RateLimit-Remaining": "Requests left after this one.",
     "X-RateLimit-Reset": "Unix time (whole seconds) at which the bucket next regains capacity.",
 }
+
+
+#: What /docs shows above the operations: the overview of docs/api.md, short.
+DESCRIPTION = """\
+Maps and, inside each map, its locations, categories, tags and layers; and
+the caller's own API keys. JSON in and out, UTF-8. The full guide is
+`docs/api.md` in the project.
+
+**Keys.** Every request under `/api/v1` (this document aside) sends
+`Authorization: Bearer mk_live_...`. The operator makes accounts and their
+first key with the `mapapi` command; `POST /keys` makes more (at most 10
+active per account). A `READ_WRITE` key may do everything; a `READ_ONLY` key
+gets `403 INSUFFICIENT_SCOPE` on POST, PUT and DELETE. Only accounts on an
+active Pro plan may use the API (`403 PRO_SUBSCRIPTION_REQUIRED`). A missing,
+unknown, revoked or expired key is a 401 with `WWW-Authenticate`.
+
+**Envelopes and errors.** A success is `{"data": ...}`. An error is
+`{"error": {"code": "...", "message": "..."}}`; `VALIDATION_ERROR` adds
+`details`, keyed as the request was shaped (`{"title": ["..."]}`, bulk items
+by index). The checks run in this order and the first that fails answers:
+the general rate limit (429), the key (401), plan then scope (403), the
+route (404 unknown path, 405 wrong method with `Allow`), the map-creation
+or bulk bucket (429), then body size (413), the ids in the path (404, also
+for another account's resources), validation (400) and conflicts (409).
+Unknown body fields are refused; the read-only fields a GET returns are
+accepted and ignored, so GET-modify-PUT works. PUT is a partial update:
+fields left out keep their value.
+
+**Rate limits.** Per account, over any rolling window: 1000 requests an
+hour in general, of which 50 map creations and 20 bulk creations (the
+operator may change them). Every answer carries `X-RateLimit-Limit`,
+`X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds); a 429
+carries `Retry-After` (seconds). Requests without a valid key count
+against their client address.
+
+**Lists** are paged: `page` (from 1) and `pageSize` (1..100, default 50);
+every list answers `{"<things>": [...], "pagination": {"total", "page",
+"pageSize", "totalPages"}}` in a stable order. Ids are opaque strings;
+times are UTC, `2026-11-21T09:30:00.000Z`.
+"""
 
 
 @dataclass(frozen=True)
@@ -108,19 +149,13 @@ def current_operation() -> Operation:
 
 def build_document(app) -> dict:
     """The whole document for ``app``'s API routes."""
-    plugin = MarshmallowPlugin(schema_name_resolver=_schema_name)
+    plugin = _Plugin(schema_name_resolver=_schema_name)
     spec = APISpec(
         title="mapapi",
         version="1.0.0",
         openapi_version=OPENAPI_VERSION,
         plugins=[plugin],
-        info={
-            "description": (
-                "Maps and, inside a map, locations, categories, tags and layers; and the "
-                'caller\'s API keys. Every success is `{"data": ...}`; every error is '
-                '`{"error": {"code", "message"[, "details"]}}`.'
-            )
-        },
+        info={"description": DESCRIPTION},
         servers=[{"url": API_PREFIX}],
         security=[{"bearerAuth": []}],
     )
@@ -142,8 +177,30 @@ def build_document(app) -> dict:
 
 
 def _schema_name(schema) -> str:
+    """``MapInputSchema`` is ``MapInput``; the same schema loading a partial
+    update (``partial=True``: PUT) is ``MapUpdate``."""
     cls = schema if isinstance(schema, type) else type(schema)
-    return cls.__name__.removesuffix("Schema")
+    name = cls.__name__.removesuffix("Schema")
+    if getattr(schema, "partial", False) is True:
+        return name.removesuffix("Input") + "Update"
+    return name
+
+
+class _Converter(OpenAPIConverter):
+    """Describes a schema as it loads: a partial update requires no field
+    (apispec's own rule) and fills none in, so it shows no defaults either
+    (a field left out keeps its value)."""
+
+    def schema2jsonschema(self, schema):
+        described = super().schema2jsonschema(schema)
+        if getattr(schema, "partial", False) is True:
+            for prop in described["properties"].values():
+                prop.pop("default", None)
+        return described
+
+
+class _Plugin(MarshmallowPlugin):
+    Converter = _Converter
 
 
 def _add_shared_components(spec: APISpec) -> None:
@@ -186,6 +243,24 @@ def _add_shared_components(spec: APISpec) -> None:
     spec.components.header(
         "Retry-After",
         {"description": "Seconds to wait.", "required": True, "schema": {"type": "integer"}},
+    )
+    spec.components.header(
+        "Allow",
+        {
+            "description": "The methods the path has (HEAD wherever GET is).",
+            "required": True,
+            "schema": {"type": "string"},
+        },
+    )
+    # Not an answer of any operation (it answers a method the path does not
+    # have), so it is described once, for every path, rather than per operation.
+    spec.components.response(
+        "MethodNotAllowed",
+        {
+            "description": f"{ERROR_DESCRIPTIONS[405]} Codes: METHOD_NOT_ALLOWED.",
+            "headers": {**_headers(), "Allow": {"$ref": "#/components/headers/Allow"}},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        },
     )
 
 
@@ -243,7 +318,7 @@ def _responses(declared: Operation, path: str, method: str, operations) -> dict:
         if links:
             success["links"] = links
     responses = {str(declared.status): success}
-    for status in _error_statuses(declared, path, method):
+    for status in _error_statuses(declared, path):
         responses[str(status)] = {
             "description": f"{ERROR_DESCRIPTIONS[status]} Codes: {', '.join(ERROR_CODES[status])}.",
             "headers": _headers(retry_after=status == 429),
@@ -252,14 +327,13 @@ def _responses(declared: Operation, path: str, method: str, operations) -> dict:
     return responses
 
 
-def _error_statuses(declared: Operation, path: str, method: str) -> list[int]:
-    statuses = {401, 403, 429, 500, 503}
+def _error_statuses(declared: Operation, path: str) -> list[int]:
+    # 413: a body over the limit is refused on every method, even where none is read.
+    statuses = {401, 403, 413, 429, 500, 503}
     if "{" in path:
         statuses.add(404)
     if declared.query is not None or declared.body is not None:
         statuses.add(400)
-    if declared.body is not None or method in WRITE_METHODS:
-        statuses.add(413)
     if declared.conflict:
         statuses.add(409)
     return sorted(statuses)
