@@ -9,6 +9,7 @@ from flask import (
     Blueprint,
     current_app,
     jsonify,
+    redirect,
     render_template_string,
     send_from_directory,
 )
@@ -55,6 +56,12 @@ def openapi_document():
     if document is None:
         document = current_app.extensions["mapapi.openapi"] = build_document(current_app)
     return jsonify(document)
+
+
+@bp.get("/")
+def home():
+    """The service's root: its reference page."""
+    return redirect("/docs", code=302)
 
 
 @bp.get("/docs")

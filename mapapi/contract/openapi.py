@@ -83,9 +83,10 @@ unknown, revoked or expired key is a 401 with `WWW-Authenticate`.
 `details`, keyed as the request was shaped (`{"title": ["..."]}`, bulk items
 by index). The checks run in this order and the first that fails answers:
 the general rate limit (429), the key (401), plan then scope (403), the
-route (404 unknown path, 405 wrong method with `Allow`), the map-creation
-or bulk bucket (429), then body size (413), the ids in the path (404, also
-for another account's resources), validation (400) and conflicts (409).
+route (404 `NOT_FOUND` for an unknown path, 405 `METHOD_NOT_ALLOWED` with
+`Allow` for a wrong method), the map-creation or bulk bucket (429), then
+body size (413), the ids in the path (404, also for another account's
+resources), validation (400) and conflicts (409).
 Unknown body fields are refused; the read-only fields a GET returns are
 accepted and ignored, so GET-modify-PUT works. PUT is a partial update:
 fields left out keep their value.
@@ -102,6 +103,27 @@ every list answers `{"<things>": [...], "pagination": {"total", "page",
 "pageSize", "totalPages"}}` in a stable order. Ids are opaque strings;
 times are UTC, `2026-11-21T09:30:00.000Z`.
 """
+
+
+_PLACE = {"name": "Café de Flore", "lat": 48.8542, "lng": 2.3326, "address": "172 Bd Saint-Germain"}
+
+#: One request body per body schema, by its name in the document: shown by
+#: /docs and sent as they are by the fuzzer's examples phase.
+BODY_EXAMPLES = {
+    "MapInput": {"title": "Coffee in Paris", "city": "Paris", "country": "France"},
+    "MapUpdate": {"description": "Where to sit and write.", "public": True},
+    "LocationInput": {**_PLACE, "properties": {"sourceId": "A1"}},
+    "LocationUpdate": {"name": "Café de Flore (terrace)"},
+    "BulkInput": {"locations": [_PLACE, {"name": "Les Deux Magots", "lat": 48.854, "lng": 2.3333}]},
+    "LayerMembershipInput": {"layerIds": []},
+    "LayerInput": {"name": "Favourites", "color": "#3B82F6"},
+    "LayerUpdate": {"order": 0, "routeEnabled": True},
+    "CategoryInput": {"name": "Cafés", "color": "#8B5CF6", "icon": "coffee"},
+    "CategoryUpdate": {"icon": "cup"},
+    "TagInput": {"name": "terrace"},
+    "TagUpdate": {"color": "#22C55E"},
+    "KeyInput": {"name": "reporting", "scope": "READ_ONLY"},
+}
 
 
 @dataclass(frozen=True)
@@ -300,10 +322,11 @@ def _describe(endpoint: str, view, path: str, method: str, operations) -> dict:
     if declared.query is not None:
         described["parameters"] = [{"in": "query", "schema": declared.query}]
     if declared.body is not None:
-        described["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": declared.body}},
-        }
+        media = {"schema": declared.body}
+        example = BODY_EXAMPLES.get(_schema_name(declared.body))
+        if example is not None:
+            media["example"] = example
+        described["requestBody"] = {"required": True, "content": {"application/json": media}}
     return described
 
 
