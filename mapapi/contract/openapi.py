@@ -76,7 +76,7 @@ first key with the `mapapi` command; `POST /keys` makes more (at most 10
 active per account). A `READ_WRITE` key may do everything; a `READ_ONLY` key
 gets `403 INSUFFICIENT_SCOPE` on POST, PUT and DELETE. Only accounts on an
 active Pro plan may use the API (`403 PRO_SUBSCRIPTION_REQUIRED`). A missing,
-unknown, revoked or expired key is a 401 with `WWW-Authenticate`.
+unknown, revoked or expired key is a 401.
 
 **Envelopes and errors.** A success is `{"data": ...}`. An error is
 `{"error": {"code": "...", "message": "..."}}`; `VALIDATION_ERROR` adds
