@@ -140,7 +140,7 @@ def test_doubled_slashes_are_not_found_not_redirected(api, map_id, method, path)
 
 
 @pytest.mark.parametrize(
-    "path", ["/nope", "/", "/api", "/api/v2/maps", "/healthz/x", "/favicon.ico"]
+    "path", ["/nope", "/api", "/api/v2/maps", "/healthz/x", "/favicon.ico"]
 )
 def test_unknown_path_outside_api_is_json_not_found(client, path):
     assert_error(client.get(path), 404, "NOT_FOUND")
