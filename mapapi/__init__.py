@@ -14,6 +14,7 @@ from .contract.jsonprovider import OrjsonProvider
 from .extensions import db, migrate
 from .http import hooks, idempotency, ratelimit
 from .http.errors import register_error_handlers
+from .http.routing import IdConverter
 from .storage.database import configure_engine
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
@@ -30,6 +31,8 @@ def create_app(config: dict | None = None) -> Flask:
     # "/api/v1//maps" is no path of the contract: a JSON 404, not Werkzeug's
     # redirect (an HTML 308) to the path with the slashes merged.
     app.url_map.merge_slashes = False
+    # Before any route: every <variable> refuses the words routes spell out.
+    app.url_map.converters["default"] = IdConverter
     app.json = OrjsonProvider(app)  # keys keep their order: the client's properties too
     register_extensions(app)
     trust_proxies(app)

@@ -25,7 +25,7 @@ API = "/api/v1"
 SKIPPED_METHODS = {"HEAD", "OPTIONS"}
 WRITE_METHODS = {"POST", "PUT", "PATCH"}
 
-#: (rule, method) pairs under /api/v1 whose path holds ids, as of API.md §2.
+#: (rule, method) pairs under /api/v1 whose path holds ids, as of docs/api.md.
 #: A route added to the app changes this count: raise it, and give the route
 #: a body below if it writes.
 EXPECTED_ID_ROUTES = 26
@@ -132,7 +132,7 @@ def pin_last_use(app, secret: str) -> None:
     """Record that B's key was used just now.
 
     A key's lastUsedAt is written on its first use and then at most once a
-    minute (API.md §5): B's own key, not A's data. Pinning it to now keeps
+    minute (docs/api.md): B's own key, not A's data. Pinning it to now keeps
     that legitimate write out of the before/after comparison.
     """
     with app.app_context():

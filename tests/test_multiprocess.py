@@ -282,7 +282,7 @@ def prepare_downgraded(env, workdir, database_url):
 def test_serve_creates_the_schema_on_an_empty_postgres_database_once(
     postgres_server, tmp_path, prepare
 ):
-    """API.md §8: serve "creates the schema on an empty database". Two
+    """docs/api.md: serve "creates the schema on an empty database". Two
     processes starting at the same moment: one creates it (and the first
     key), the other waits for it on the lock and finds it there."""
     database_url = backends.create_postgres_database()

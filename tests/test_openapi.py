@@ -7,7 +7,7 @@ from openapi_spec_validator import validate
 
 from mapapi.http.auth import API_PREFIX
 
-#: API.md §2, every operation.
+#: docs/api.md, every operation.
 CONTRACT_OPERATIONS = {
     ("GET", "/maps"), ("POST", "/maps"),
     ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),

@@ -41,11 +41,11 @@ def get_category(map_id, category_id):
 
 
 @bp.put("/maps/<map_id>/categories/<category_id>")
-@operation(body=CategoryInputSchema, response=CategorySchema)
+@operation(body=CategoryInputSchema(partial=True), response=CategorySchema)
 def update_category(map_id, category_id):
     """Update a category (fields left out keep their value)."""
     category = owned_child(Category, map_id, category_id, lock=True)
-    apply_changes(category, load_body(partial=True))
+    apply_changes(category, load_body())
     db.session.commit()
     return respond(category)
 

@@ -111,12 +111,12 @@ def get_location(map_id, location_id):
 
 
 @bp.put("/maps/<map_id>/locations/<location_id>")
-@operation(body=LocationInputSchema, response=LocationSchema)
+@operation(body=LocationInputSchema(partial=True), response=LocationSchema)
 def update_location(map_id, location_id):
     """Update a location (fields left out keep their value)."""
     map_ = owned_map(map_id)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
-    data = load_body(partial=True)
+    data = load_body()
     check_references(map_, data)
     apply_location_update(location, data)
     db.session.commit()

@@ -47,11 +47,11 @@ def get_map(map_id):
 
 
 @bp.put("/maps/<map_id>")
-@operation(body=MapInputSchema, response=MapSchema)
+@operation(body=MapInputSchema(partial=True), response=MapSchema)
 def update_map(map_id):
     """Update a map (fields left out keep their value)."""
     map_ = owned_map(map_id)
-    data = load_body(partial=True)
+    data = load_body()
     if "title" in data:
         data["slug"] = slug_for(data["title"])
     apply_changes(map_, data)

@@ -42,11 +42,11 @@ def get_tag(map_id, tag_id):
 
 
 @bp.put("/maps/<map_id>/tags/<tag_id>")
-@operation(body=TagInputSchema, response=TagSchema, conflict=True)
+@operation(body=TagInputSchema(partial=True), response=TagSchema, conflict=True)
 def update_tag(map_id, tag_id):
     """Update a tag (renaming to a name already on the map is a conflict)."""
     tag = owned_child(Tag, map_id, tag_id, lock=True)
-    apply_changes(tag, load_body(partial=True))
+    apply_changes(tag, load_body())
     db.session.commit()
     return respond(tag)
 

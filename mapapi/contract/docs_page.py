@@ -10,6 +10,7 @@ from flask import (
     Response,
     current_app,
     jsonify,
+    redirect,
     render_template_string,
     request,
     send_from_directory,
@@ -58,6 +59,12 @@ def openapi_document():
     if document is None:
         document = current_app.extensions["mapapi.openapi"] = build_document(current_app)
     return jsonify(document)
+
+
+@bp.get("/")
+def home():
+    """The service's root: its reference page."""
+    return redirect("/docs", code=302)
 
 
 @bp.get("/docs")

@@ -12,12 +12,11 @@ import re
 from dataclasses import dataclass
 
 from apispec import APISpec
-from apispec.ext.marshmallow import MarshmallowPlugin
+from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter
 from flask import current_app, request
 from marshmallow import Schema
 
 from ..http.auth import API_PREFIX
-from ..storage.database import WRITE_METHODS
 from .fields import QueryInteger, Timestamp
 from .loading import Loader, compile_loader
 from .serialization import Dumper, compile_dumper
@@ -39,6 +38,7 @@ ERROR_CODES = {
     401: ["MISSING_API_KEY", "INVALID_API_KEY", "API_KEY_EXPIRED"],
     403: ["PRO_SUBSCRIPTION_REQUIRED", "INSUFFICIENT_SCOPE"],
     404: ["NOT_FOUND"],
+    405: ["METHOD_NOT_ALLOWED"],
     409: ["CONFLICT", "IDEMPOTENCY_KEY_IN_USE"],
     412: ["PRECONDITION_FAILED"],
     413: ["PAYLOAD_TOO_LARGE"],
@@ -52,6 +52,7 @@ ERROR_DESCRIPTIONS = {
     401: "No API key, or one that is unknown, revoked or expired.",
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
+    405: "The path exists, the method does not; `Allow` lists the methods it has.",
     409: "A conflict: a tag name taken on this map, or an 11th active API key.",
     412: "If-Match does not match the resource's current ETag; nothing changed.",
     413: "The body is larger than 2 MiB.",
@@ -67,6 +68,68 @@ RATE_LIMIT_HEADERS = {
     "X-RateLimit-Limit": "Requests the bucket allows in its window.",
     "X-RateLimit-Remaining": "Requests left after this one.",
     "X-RateLimit-Reset": "Unix time (whole seconds) at which the bucket next regains capacity.",
+}
+
+
+#: What /docs shows above the operations: the overview of docs/api.md, short.
+DESCRIPTION = """\
+Maps and, inside each map, its locations, categories, tags and layers; and
+the caller's own API keys. JSON in and out, UTF-8. The full guide is
+`docs/api.md` in the project.
+
+**Keys.** Every request under `/api/v1` (this document aside) sends
+`Authorization: Bearer mk_live_...`. The operator makes accounts and their
+first key with the `mapapi` command; `POST /keys` makes more (at most 10
+active per account). A `READ_WRITE` key may do everything; a `READ_ONLY` key
+gets `403 INSUFFICIENT_SCOPE` on POST, PUT and DELETE. Only accounts on an
+active Pro plan may use the API (`403 PRO_SUBSCRIPTION_REQUIRED`). A missing,
+unknown, revoked or expired key is a 401.
+
+**Envelopes and errors.** A success is `{"data": ...}`. An error is
+`{"error": {"code": "...", "message": "..."}}`; `VALIDATION_ERROR` adds
+`details`, keyed as the request was shaped (`{"title": ["..."]}`, bulk items
+by index). The checks run in this order and the first that fails answers:
+the general rate limit (429), the key (401), plan then scope (403), the
+route (404 `NOT_FOUND` for an unknown path, 405 `METHOD_NOT_ALLOWED` with
+`Allow` for a wrong method), the map-creation or bulk bucket (429), then
+body size (413), the ids in the path (404, also for another account's
+resources), validation (400) and conflicts (409).
+Unknown body fields are refused; the read-only fields a GET returns are
+accepted and ignored, so GET-modify-PUT works. PUT is a partial update:
+fields left out keep their value.
+
+**Rate limits.** Per account, over any rolling window: 1000 requests an
+hour in general, of which 50 map creations and 20 bulk creations (the
+operator may change them). Every answer carries `X-RateLimit-Limit`,
+`X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds); a 429
+carries `Retry-After` (seconds). Requests without a valid key count
+against their client address.
+
+**Lists** are paged: `page` (from 1) and `pageSize` (1..100, default 50);
+every list answers `{"<things>": [...], "pagination": {"total", "page",
+"pageSize", "totalPages"}}` in a stable order. Ids are opaque strings;
+times are UTC, `2026-11-21T09:30:00.000Z`.
+"""
+
+
+_PLACE = {"name": "Café de Flore", "lat": 48.8542, "lng": 2.3326, "address": "172 Bd Saint-Germain"}
+
+#: One request body per body schema, by its name in the document: shown by
+#: /docs and sent as they are by the fuzzer's examples phase.
+BODY_EXAMPLES = {
+    "MapInput": {"title": "Coffee in Paris", "city": "Paris", "country": "France"},
+    "MapUpdate": {"description": "Where to sit and write.", "public": True},
+    "LocationInput": {**_PLACE, "properties": {"sourceId": "A1"}},
+    "LocationUpdate": {"name": "Café de Flore (terrace)"},
+    "BulkInput": {"locations": [_PLACE, {"name": "Les Deux Magots", "lat": 48.854, "lng": 2.3333}]},
+    "LayerMembershipInput": {"layerIds": []},
+    "LayerInput": {"name": "Favourites", "color": "#3B82F6"},
+    "LayerUpdate": {"order": 0, "routeEnabled": True},
+    "CategoryInput": {"name": "Cafés", "color": "#8B5CF6", "icon": "coffee"},
+    "CategoryUpdate": {"icon": "cup"},
+    "TagInput": {"name": "terrace"},
+    "TagUpdate": {"color": "#22C55E"},
+    "KeyInput": {"name": "reporting", "scope": "READ_ONLY"},
 }
 
 
@@ -122,19 +185,13 @@ def current_operation() -> Operation:
 
 def build_document(app) -> dict:
     """The whole document for ``app``'s API routes."""
-    plugin = MarshmallowPlugin(schema_name_resolver=_schema_name)
+    plugin = _Plugin(schema_name_resolver=_schema_name)
     spec = APISpec(
         title="mapapi",
         version="1.0.0",
         openapi_version=OPENAPI_VERSION,
         plugins=[plugin],
-        info={
-            "description": (
-                "Maps and, inside a map, locations, categories, tags and layers; and the "
-                'caller\'s API keys. Every success is `{"data": ...}`; every error is '
-                '`{"error": {"code", "message"[, "details"]}}`.'
-            )
-        },
+        info={"description": DESCRIPTION},
         servers=[{"url": API_PREFIX}],
         security=[{"bearerAuth": []}],
     )
@@ -156,8 +213,30 @@ def build_document(app) -> dict:
 
 
 def _schema_name(schema) -> str:
+    """``MapInputSchema`` is ``MapInput``; the same schema loading a partial
+    update (``partial=True``: PUT) is ``MapUpdate``."""
     cls = schema if isinstance(schema, type) else type(schema)
-    return cls.__name__.removesuffix("Schema")
+    name = cls.__name__.removesuffix("Schema")
+    if getattr(schema, "partial", False) is True:
+        return name.removesuffix("Input") + "Update"
+    return name
+
+
+class _Converter(OpenAPIConverter):
+    """Describes a schema as it loads: a partial update requires no field
+    (apispec's own rule) and fills none in, so it shows no defaults either
+    (a field left out keeps its value)."""
+
+    def schema2jsonschema(self, schema):
+        described = super().schema2jsonschema(schema)
+        if getattr(schema, "partial", False) is True:
+            for prop in described["properties"].values():
+                prop.pop("default", None)
+        return described
+
+
+class _Plugin(MarshmallowPlugin):
+    Converter = _Converter
 
 
 def _add_shared_components(spec: APISpec) -> None:
@@ -214,6 +293,24 @@ def _add_shared_components(spec: APISpec) -> None:
         {
             "description": "`true` on the kept answer to an Idempotency-Key seen before.",
             "schema": {"type": "string", "enum": ["true"]},
+        },
+    )
+    spec.components.header(
+        "Allow",
+        {
+            "description": "The methods the path has (HEAD wherever GET is).",
+            "required": True,
+            "schema": {"type": "string"},
+        },
+    )
+    # Not an answer of any operation (it answers a method the path does not
+    # have), so it is described once, for every path, rather than per operation.
+    spec.components.response(
+        "MethodNotAllowed",
+        {
+            "description": f"{ERROR_DESCRIPTIONS[405]} Codes: METHOD_NOT_ALLOWED.",
+            "headers": {**_headers(), "Allow": {"$ref": "#/components/headers/Allow"}},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
         },
     )
     for name, parameter in CONDITIONAL_PARAMETERS.items():
@@ -283,10 +380,11 @@ def _describe(endpoint: str, view, path: str, method: str, operations) -> dict:
     if parameters:
         described["parameters"] = parameters
     if declared.body is not None:
-        described["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": declared.body}},
-        }
+        media = {"schema": declared.body}
+        example = BODY_EXAMPLES.get(_schema_name(declared.body))
+        if example is not None:
+            media["example"] = example
+        described["requestBody"] = {"required": True, "content": {"application/json": media}}
     return described
 
 
@@ -357,13 +455,12 @@ def _error_codes(status: int, declared: Operation, conditions: list[str]) -> lis
 
 
 def _error_statuses(declared: Operation, path: str, method: str, conditions) -> list[int]:
-    statuses = {401, 403, 429, 500, 503}
+    # 413: a body over the limit is refused on every method, even where none is read.
+    statuses = {401, 403, 413, 429, 500, 503}
     if "{" in path:
         statuses.add(404)
     if declared.query is not None or declared.body is not None:
         statuses.add(400)
-    if declared.body is not None or method in WRITE_METHODS:
-        statuses.add(413)
     if declared.conflict:
         statuses.add(409)
     if "IdempotencyKey" in conditions:
