@@ -13,7 +13,7 @@ import zlib
 from flask import current_app, request
 
 #: zlib's level: chosen by measurement (docs/decisions.md), cost against bytes saved.
-LEVEL = 6
+LEVEL = 3
 #: Answers that have no body, or one that is part of a representation.
 _NOT_COMPRESSED = frozenset({204, 206, 304})
 
