@@ -214,7 +214,7 @@ def test_serve_logs_its_database_storage_and_address_once(tmp_path, redis_url):
 def test_serve_hides_the_database_password_in_its_log(tmp_path, postgres_server):
     from sqlalchemy.engine import make_url
 
-    url = make_url(postgres_server).set(password="hunter2")
+    url = make_url(postgres_server).set(password="hunter2")  # noqa: S106 - must never be logged
     env = clean_env(
         tmp_path, MAPAPI_BOOTSTRAP="0", MAPAPI_DATABASE_URL=url.render_as_string(hide_password=False)
     )
