@@ -103,3 +103,17 @@ def test_the_docs_page_assets_are_compressed_over_http(live_server):
     assert packed.headers["Content-Encoding"] == "gzip"
     assert packed.content == plain.content  # requests decodes it
     assert int(packed.headers["Content-Length"]) < len(plain.content) / 5
+
+
+def test_a_file_sent_as_is_is_compressed_as_it_streams_over_http(live_server):
+    asset = f"{live_server}/docs/assets/swagger-ui-bundle.js"
+    plain = requests.get(asset, headers={"Accept-Encoding": "identity"}, timeout=10)
+    packed = requests.get(asset, headers={"Accept-Encoding": "gzip"}, timeout=10, stream=True)
+    assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
+    assert int(plain.headers["Content-Length"]) == len(plain.content) > 100_000
+    assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
+    wire = packed.raw.read(decode_content=False)
+    assert len(wire) < len(plain.content) / 2
+    assert gzip.decompress(wire) == plain.content
+    small = requests.get(f"{live_server}/healthz", headers={"Accept-Encoding": "gzip"}, timeout=5)
+    assert "Content-Encoding" not in small.headers

@@ -155,7 +155,9 @@ def test_a_host_that_is_no_address_is_one_line(tmp_path):
     assert "--host" in line and "no-such-host.invalid" in line, line
 
 
-@pytest.mark.parametrize("command", [["serve"], ["accounts", "list"], ["db", "upgrade"]])
+@pytest.mark.parametrize(
+    "command", [["serve", "--port", str(free_port())], ["accounts", "list"], ["db", "upgrade"]]
+)
 def test_a_database_that_does_not_answer_is_named_without_its_password(tmp_path, command):
     with socket.socket() as probe:  # a port where nothing listens
         probe.bind(("127.0.0.1", 0))

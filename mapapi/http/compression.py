@@ -28,16 +28,16 @@ def compress(response):
         or "Content-Range" in response.headers
     ):
         return response
-    if response.is_streamed:
-        length = response.content_length
-        if length is not None and length < minimum:
-            return response
-    elif response.calculate_content_length() < minimum:
+    # A file sent as is (send_file) or a generator is passed on as it is read;
+    # only what is already in memory is measured.
+    streamed = response.direct_passthrough or response.is_streamed
+    size = response.content_length if streamed else response.calculate_content_length()
+    if size is not None and size < minimum:
         return response
     response.vary.add("Accept-Encoding")
     if request.accept_encodings.quality("gzip") <= 0:
         return response
-    if response.is_streamed:
+    if streamed:
         source = response.response
         response.response = _gzip_stream(response.iter_encoded(), source)
         response.direct_passthrough = False
