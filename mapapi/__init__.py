@@ -21,7 +21,10 @@ MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
 
 
 def create_app(config: dict | None = None) -> Flask:
-    """Build the app; ``config`` wins over every other setting."""
+    """Build the app; ``config`` wins over every other setting.
+
+    Raises ``config.SettingError`` when a setting has a value it cannot take.
+    """
     instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH", "instance"))
     # No static files: outside /api/v1 only /healthz exists.
     app = Flask(
@@ -50,15 +53,15 @@ def load_config(app: Flask, overrides: dict | None) -> None:
     app.config.from_pyfile("config.py", silent=True)
     app.config.from_mapping(settings.from_environment())
     app.config.from_mapping(overrides or {})
+    settings.check(app.config)
 
 
 def register_extensions(app: Flask) -> None:
-    database_url = app.config["SQLALCHEMY_DATABASE_URI"]
-    if database_url.startswith("sqlite:///"):
-        os.makedirs(app.instance_path, exist_ok=True)
     app.config.setdefault(
         "SQLALCHEMY_ENGINE_OPTIONS",
-        settings.engine_options(database_url, int(app.config["DATABASE_POOL_SIZE"])),
+        settings.engine_options(
+            app.config["SQLALCHEMY_DATABASE_URI"], app.config["DATABASE_POOL_SIZE"]
+        ),
     )
     db.init_app(app)
     # Batch mode: SQLite alters a table by copying it, which Alembic then does.
@@ -71,7 +74,7 @@ def register_extensions(app: Flask) -> None:
 
 def trust_proxies(app: Flask) -> None:
     """Read the client's address and scheme from N trusted proxies' headers."""
-    hops = int(app.config["TRUSTED_PROXIES"])
+    hops = app.config["TRUSTED_PROXIES"]
     if hops > 0:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 

@@ -9,7 +9,7 @@ finally raises the recorded 401 or 403.
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from flask import g, request
@@ -33,6 +33,9 @@ API_PREFIX = "/api/v1"
 OPENAPI_PATH = API_PREFIX + "/openapi.json"
 SECRET_PREFIX = "mk_live_"  # noqa: S105 - the public prefix of every secret, not one
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+#: RFC 6750: what a 401 asks for; ``error="invalid_token"`` when a key was sent but is bad.
+CHALLENGE = 'Bearer realm="mapapi"'
+SEND_A_KEY = "`Authorization: Bearer <key>`"
 
 
 class Caller(NamedTuple):
@@ -40,6 +43,8 @@ class Caller(NamedTuple):
 
     pk: int
     id: str
+    #: When the request's key expires (None: never); a key it makes may not outlive it.
+    key_expires_at: datetime | None = None
 
 
 # Built once, in Core (a row, not ORM objects): every API request runs it.
@@ -107,7 +112,7 @@ def identify() -> None:
         return
     header = request.headers.get("Authorization", "").strip()
     if not header:
-        g.auth_error = APIError(401, "MISSING_API_KEY", "An API key is required.")
+        g.auth_error = _unauthorized("MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.")
         return
     scheme, _, token = header.partition(" ")
     token = token.strip()
@@ -128,9 +133,11 @@ def identify() -> None:
         g.auth_error = _invalid_key()
         return
     if has_expired(key.expires_at, now):
-        g.auth_error = APIError(401, "API_KEY_EXPIRED", "This API key has expired.")
+        g.auth_error = _unauthorized(
+            "API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}."
+        )
         return
-    g.account = Caller(key.account_pk, key.account_id)
+    g.account = Caller(key.account_pk, key.account_id, key.expires_at)
     if map_id:
         remember_map(map_id, key)
     _record_use(key, now)
@@ -158,7 +165,16 @@ def _path_map_id() -> str | None:
 
 
 def _invalid_key() -> APIError:
-    return APIError(401, "INVALID_API_KEY", "The API key is not valid.")
+    return _unauthorized(
+        "INVALID_API_KEY",
+        f"The API key is not valid (malformed, unknown or revoked): send a current key as "
+        f"{SEND_A_KEY}.",
+    )
+
+
+def _unauthorized(code: str, message: str) -> APIError:
+    challenge = CHALLENGE if code == "MISSING_API_KEY" else f'{CHALLENGE}, error="invalid_token"'
+    return APIError(401, code, message, headers={"WWW-Authenticate": challenge})
 
 
 def _record_use(key, now) -> None:

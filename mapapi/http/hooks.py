@@ -1,6 +1,6 @@
 """The two request hooks: the steps every request and every response pass."""
 
-from . import access_log, auth, etags, headers, idempotency, payload, ratelimit
+from . import access_log, auth, compression, cors, etags, headers, idempotency, payload, ratelimit
 from .errors import APIError
 
 
@@ -12,12 +12,16 @@ def before_request():
     known once the request is matched: an unknown route passes the steps
     that follow untouched and is answered when Flask dispatches. One hook
     calling the steps, rather than one hook per step, also saves Flask's
-    per-hook work on every request.
+    per-hook work on every request. A browser's CORS preflight is answered
+    right after the general rate limit: it carries no key.
     """
     access_log.start_timer()
     headers.assign_request_id()
     auth.identify()
     ratelimit.check_general_limit()  # 1
+    preflight = cors.preflight_response()
+    if preflight is not None:
+        return preflight
     auth.enforce()  # 2, 3
     seen = idempotency.seen_before()  # 5
     ratelimit.check_route_limit(answered=seen is not None)  # 6
@@ -32,9 +36,11 @@ def before_request():
 
 
 def after_request(response):
-    """Every response's headers, then its access-log line."""
+    """Every response's headers, its encoding (last: it changes the body), its log line."""
     response = idempotency.finish(response)
     response = etags.add_etag(response)
     response = ratelimit.add_rate_limit_headers(response)
     response = headers.add_standard_headers(response)
+    response = cors.add_cors_headers(response)
+    response = compression.compress(response)
     return access_log.log_request(response)
