@@ -269,9 +269,9 @@ def test_a_key_past_its_time_is_new_again_and_old_rows_are_swept(app, api):
 def test_the_time_a_key_is_kept_is_configurable(app_config):
     from mapapi import create_app
 
-    app_config["IDEMPOTENCY_TTL_HOURS"] = "0.5"
+    app_config["IDEMPOTENCY_TTL_HOURS"] = "2"
     app = create_app(app_config)
-    assert app.extensions["mapapi.idempotency"].ttl == timedelta(minutes=30)
+    assert app.extensions["mapapi.idempotency"].ttl == timedelta(hours=2)
 
 
 def test_a_request_refused_by_its_own_bucket_frees_the_key(key_factory):

@@ -17,6 +17,7 @@ import requests
 
 from mapapi import config, create_app
 
+from . import backends
 from .helpers import ServeProcess, free_port, mapapi_program
 
 
@@ -62,6 +63,7 @@ BAD_SETTINGS = [
     ("MAPAPI_TRUSTED_PROXIES", "1.5", ["MAPAPI_TRUSTED_PROXIES", "whole number"]),
     ("MAPAPI_EVENTS_RETENTION_DAYS", "30d", ["MAPAPI_EVENTS_RETENTION_DAYS", "days"]),
     ("MAPAPI_IDEMPOTENCY_TTL_HOURS", "0", ["MAPAPI_IDEMPOTENCY_TTL_HOURS", "hours"]),
+    ("MAPAPI_IDEMPOTENCY_LEASE_SECONDS", "1.5", ["MAPAPI_IDEMPOTENCY_LEASE_SECONDS", "seconds"]),
     ("MAPAPI_GZIP_MIN_BYTES", "1k", ["MAPAPI_GZIP_MIN_BYTES", "bytes"]),
     ("MAPAPI_RATELIMIT_GENERAL", "lots per hour", ["MAPAPI_RATELIMIT_GENERAL", "1000 per hour"]),
     ("MAPAPI_RATELIMIT_MAP_CREATE", "50 per fortnight", ["MAPAPI_RATELIMIT_MAP_CREATE", "per hour"]),
@@ -216,7 +218,8 @@ def test_serve_logs_its_database_storage_and_address_once(tmp_path, redis_url):
 def test_serve_hides_the_database_password_in_its_log(tmp_path, postgres_server):
     from sqlalchemy.engine import make_url
 
-    url = make_url(postgres_server).set(password="hunter2")  # noqa: S106 - must never be logged
+    database = backends.create_postgres_database()  # serve creates the schema in it
+    url = make_url(database).set(password="hunter2")  # noqa: S106 - must never be logged
     env = clean_env(
         tmp_path, MAPAPI_BOOTSTRAP="0", MAPAPI_DATABASE_URL=url.render_as_string(hide_password=False)
     )
@@ -231,6 +234,8 @@ def test_serve_hides_the_database_password_in_its_log(tmp_path, postgres_server)
     except subprocess.TimeoutExpired:
         process.terminate()
         _out, err = process.communicate(timeout=10)
+    finally:
+        backends.drop_postgres_database(database)
     assert "hunter2" not in err
     assert url.render_as_string(hide_password=True) in err, err
 
