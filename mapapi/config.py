@@ -21,6 +21,8 @@ ENVIRONMENT = {
     "MAPAPI_BOOTSTRAP": "BOOTSTRAP",
     "MAPAPI_TRUSTED_PROXIES": "TRUSTED_PROXIES",
     "MAPAPI_DATABASE_POOL_SIZE": "DATABASE_POOL_SIZE",
+    "MAPAPI_WEBHOOKS_ALLOW_PRIVATE": "WEBHOOKS_ALLOW_PRIVATE",
+    "MAPAPI_WEBHOOKS_DELIVER": "WEBHOOKS_DELIVER",
 }
 
 
@@ -53,6 +55,17 @@ def defaults(instance_path: str) -> dict:
         # OPTIONS is not part of the contract: without this Flask would answer
         # it itself with an empty, non-JSON 200.
         "PROVIDE_AUTOMATIC_OPTIONS": False,
+        # 1: webhook URLs may point inside the network (tests, trusted setups).
+        "WEBHOOKS_ALLOW_PRIVATE": "0",
+        # 0: `mapapi serve` delivers no webhooks (a `mapapi worker` does).
+        "WEBHOOKS_DELIVER": "1",
+        # Seconds before each retry of a failed delivery (the contract's);
+        # set in the app's config only, by tests that cannot wait a day.
+        "WEBHOOKS_RETRY_SCHEDULE": (5, 30, 120, 600, 3600, 21600, 86400),
+        # How often an idle delivery worker looks for new events and due attempts.
+        "WEBHOOKS_POLL_SECONDS": 1.0,
+        # Attempts one process makes at the same time.
+        "WEBHOOKS_CONCURRENCY": 8,
     }
 
 
@@ -89,6 +102,11 @@ def from_environment(environ=os.environ) -> dict:
     return {key: environ[name] for name, key in ENVIRONMENT.items() if environ.get(name)}
 
 
+def is_on(value) -> bool:
+    """A switch setting: 0, false, no and off (any case) are off."""
+    return str(value).strip().lower() not in {"0", "false", "no", "off"}
+
+
 def bootstrap_enabled(value) -> bool:
     """``MAPAPI_BOOTSTRAP=0`` (or false/no/off) turns the first-run key off."""
-    return str(value).strip().lower() not in {"0", "false", "no", "off"}
+    return is_on(value)

@@ -32,6 +32,7 @@ PATH_PARAMETERS = {
     "tag_id": "tagId",
     "layer_id": "layerId",
     "key_id": "keyId",
+    "webhook_id": "webhookId",
 }
 
 ERROR_CODES = {
@@ -50,7 +51,7 @@ ERROR_DESCRIPTIONS = {
     401: "No API key, or one that is unknown, revoked or expired.",
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
-    409: "A conflict: a tag name taken on this map, or an 11th active API key.",
+    409: "A conflict: a tag name taken on this map, an 11th active API key or webhook endpoint.",
     413: "The body is larger than 2 MiB.",
     429: "A rate-limit bucket is empty; retry after Retry-After seconds.",
     500: "An unexpected error (logged with the request id).",
