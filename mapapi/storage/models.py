@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -283,3 +284,26 @@ class Location(Timestamped, db.Model):
     @property
     def tag_ids(self) -> list[str]:
         return [link.tag_id for link in self.tag_links]
+
+
+class Event(db.Model):
+    """A change of the account's data, as the feed and webhooks show it.
+
+    ``id`` orders the account's events: it is what a feed cursor holds.
+    AUTOINCREMENT on SQLite, so that an id is never given twice even when
+    the newest events have been swept. ``map_id`` has no foreign key: a
+    map's ``map.deleted`` outlives the map. ``data`` is the JSON text of the
+    resource's GET body right after the change, embedded as it is.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (Index(None, "account_id", "id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    account_id: Mapped[str] = _parent("accounts", index=False)
+    map_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    type: Mapped[str] = mapped_column(String(30), nullable=False)
+    data: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
