@@ -23,6 +23,7 @@ ENVIRONMENT = {
     "MAPAPI_DATABASE_POOL_SIZE": "DATABASE_POOL_SIZE",
     "MAPAPI_WEBHOOKS_ALLOW_PRIVATE": "WEBHOOKS_ALLOW_PRIVATE",
     "MAPAPI_WEBHOOKS_DELIVER": "WEBHOOKS_DELIVER",
+    "MAPAPI_EVENTS_RETENTION_DAYS": "EVENTS_RETENTION_DAYS",
 }
 
 
@@ -51,6 +52,8 @@ def defaults(instance_path: str) -> dict:
         "TRUSTED_PROXIES": "0",
         # Connections kept per process; waitress runs 8 threads by default.
         "DATABASE_POOL_SIZE": "8",
+        # How long the change feed keeps events (GET /events).
+        "EVENTS_RETENTION_DAYS": "30",
         "MAX_CONTENT_LENGTH": MAX_BODY_BYTES,
         # OPTIONS is not part of the contract: without this Flask would answer
         # it itself with an empty, non-JSON 200.

@@ -9,7 +9,7 @@ RESOURCES = ("map", "location", "category", "tag", "layer")
 ACTIONS = ("created", "updated", "deleted")
 EVENT_TYPES = tuple(f"{resource}.{action}" for resource in RESOURCES for action in ACTIONS)
 #: What an endpoint's ``events`` may hold: a type, ``<resource>.*`` or ``*``.
-EVENT_SELECTORS = (*EVENT_TYPES, *(f"{resource}.*" for resource in RESOURCES), "*", "ping")
+EVENT_SELECTORS = (*EVENT_TYPES, *(f"{resource}.*" for resource in RESOURCES), "*")
 EVENTS_MAX = 20
 URL_MAX_LENGTH = 2000
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -285,6 +286,29 @@ class Location(Timestamped, db.Model):
         return [link.tag_id for link in self.tag_links]
 
 
+class Event(db.Model):
+    """A change of the account's data, as the feed and webhooks show it.
+
+    ``id`` orders the account's events: it is what a feed cursor holds.
+    AUTOINCREMENT on SQLite, so that an id is never given twice even when
+    the newest events have been swept. ``map_id`` has no foreign key: a
+    map's ``map.deleted`` outlives the map. ``data`` is the JSON text of the
+    resource's GET body right after the change, embedded as it is.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (Index(None, "account_id", "id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    account_id: Mapped[str] = _parent("accounts", index=False)
+    map_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    type: Mapped[str] = mapped_column(String(30), nullable=False)
+    data: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+
+
 class Webhook(Timestamped, db.Model):
     """A webhook endpoint: where, and which of the account's events.
 
@@ -307,7 +331,7 @@ class Webhook(Timestamped, db.Model):
     description: Mapped[str] = mapped_column(Text, nullable=False, default="")
     enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
     secret: Mapped[str] = mapped_column(String(64), nullable=False)
-    cursor: Mapped[str | None] = mapped_column(Text)
+    cursor: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
     enabled_since: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     disabled_since: Mapped[datetime | None] = mapped_column(DateTime)
 

@@ -4,7 +4,7 @@ Webhook endpoints of an account, and one row per delivery attempt (the
 body it sends, its outcome, and the claim of the process making it).
 
 Revision ID: 5e6b0c1d2a47
-Revises: 1dda07e0f1ae
+Revises: 5e1f0c2a9b7d
 Create Date: 2026-11-25 15:20:04.356805
 
 """
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = '5e6b0c1d2a47'
-down_revision = '1dda07e0f1ae'
+down_revision = '5e1f0c2a9b7d'
 branch_labels = None
 depends_on = None
 
@@ -30,7 +30,7 @@ def upgrade():
     sa.Column('description', sa.Text(), nullable=False),
     sa.Column('enabled', sa.Boolean(), nullable=False),
     sa.Column('secret', sa.String(length=64), nullable=False),
-    sa.Column('cursor', sa.Text(), nullable=True),
+    sa.Column('cursor', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=True),
     sa.Column('enabled_since', sa.DateTime(), nullable=False),
     sa.Column('disabled_since', sa.DateTime(), nullable=True),
     sa.Column('created_at', sa.DateTime(), nullable=False),
