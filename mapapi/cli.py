@@ -7,8 +7,10 @@ works.
 
 import logging
 import re
+import signal
 import sqlite3
 import sys
+from contextlib import contextmanager
 from functools import wraps
 
 import click
@@ -20,6 +22,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from . import server
 from .config import bootstrap_enabled
 from .contract.schemas import SCOPES
+from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
 from .services import accounts as account_service
@@ -106,20 +109,63 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 @with_appcontext
 def serve_command(host, port, threads):
     """Run the API under waitress."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _log_to_stderr()
     app = current_app._get_current_object()
-    try:
+    with _startup_errors():
         prepare_schema()
         if bootstrap_enabled(app.config["BOOTSTRAP"]):
             _bootstrap()
+    db.session.remove()
+    delivery = start_in_background(app)
+    server.serve(app, host=host, port=port, threads=threads)
+    if delivery is not None:
+        thread, stop = delivery
+        stop.set()
+        thread.join(timeout=DELIVERY_DRAIN_SECONDS)
+
+
+#: How long a stopping process lets the webhook attempts in flight finish
+#: (an attempt cut short is made again by another process, or after a restart).
+DELIVERY_DRAIN_SECONDS = 15
+
+
+@click.command("worker")
+@with_appcontext
+def worker_command():
+    """Deliver webhooks only (no HTTP server), until SIGTERM or SIGINT."""
+    _log_to_stderr()
+    with _startup_errors():
+        prepare_schema()
+    db.session.remove()
+    worker = DeliveryWorker(current_app._get_current_object())
+
+    def request_stop(signum, _frame):
+        logging.getLogger(__name__).info(
+            "%s: finishing the attempts in flight, then stopping", signal.Signals(signum).name
+        )
+        worker.stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    logging.getLogger(__name__).info("Delivering webhooks")
+    worker.run()
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@contextmanager
+def _startup_errors():
+    """A schema out of date or a database that refuses: one line, exit 1."""
+    try:
+        yield
     except RuntimeError as error:
         raise click.ClickException(str(error)) from None
     except DBAPIError as error:
         raise click.ClickException(database_failure(error)) from None
-    db.session.remove()
-    server.serve(app, host=host, port=port, threads=threads)
 
 
 def _bootstrap() -> None:
@@ -236,7 +282,7 @@ def backup_command(path):
     click.echo(f"Backed up to {path}", err=True)
 
 
-COMMANDS = (serve_command, accounts_group, keys_group)
+COMMANDS = (serve_command, worker_command, accounts_group, keys_group)
 
 
 def register_commands(app) -> None:

@@ -48,7 +48,7 @@ def post(destination: Destination, headers: dict[str, str], body: bytes,
             error = _describe_status(status)
     except _Failed as failure:
         error = str(failure)
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         error = f"no answer within {timeout:g} s"
     except ssl.SSLError as failure:
         error = f"TLS failed: {failure.reason or failure.__class__.__name__}"

@@ -11,13 +11,13 @@ from flask import current_app
 from sqlalchemy import func, select
 
 from ..config import is_on
-from ..contract.fields import document_text
 from ..delivery.addresses import AddressRefused, check_url
 from ..extensions import db
 from ..http.errors import conflict, not_found, validation_error
-from ..storage.models import Account, Map, Webhook, WebhookDelivery, could_be_id, new_id
-from ..timeutil import format_timestamp, utcnow
+from ..storage.models import Account, Event, Map, Webhook, WebhookDelivery, could_be_id
+from ..timeutil import utcnow
 from .changes import apply_changes
+from .events import PING, data_text, event_body, latest_id, record
 
 MAX_WEBHOOKS = 10
 
@@ -47,7 +47,7 @@ def create_webhook(account: Account, data: dict) -> Webhook:
     webhook = Webhook(
         account_id=account.id,
         secret=generate_secret(),
-        cursor=None,
+        cursor=latest_id(account.id),
         created_at=now,
         enabled_since=now,
         disabled_since=None if data.get("enabled", True) else now,
@@ -112,26 +112,23 @@ def find_webhook(webhook_id: str, account: Account, *, lock: bool = False) -> We
 
 
 def ping(webhook: Webhook) -> WebhookDelivery:
-    """A ``ping`` event for ``webhook`` alone (never in the feed), due now."""
-    now = utcnow()
-    event_id = new_id()
-    event = {
-        "id": event_id,
-        "type": "ping",
-        "createdAt": format_timestamp(now),
-        "mapId": None,
-        "data": {"webhookId": webhook.id},
-    }
+    """A ``ping`` event for ``webhook`` alone (the feed never shows one), due now."""
+    [event_id] = record(webhook.account_id, [(PING, None, data_text({"webhookId": webhook.id}))])
+    delivery = first_attempt(webhook, db.session.get(Event, event_id))
+    db.session.flush()
+    return delivery
+
+
+def first_attempt(webhook: Webhook, event: Event) -> WebhookDelivery:
+    """The first delivery attempt of ``event`` to ``webhook``, due now."""
     delivery = WebhookDelivery(
         webhook_id=webhook.id,
-        event_id=event_id,
-        event_type="ping",
-        body=document_text(event),
-        created_at=now,
-        next_attempt_at=now,
+        event_id=str(event.id),
+        event_type=event.type,
+        body=event_body(event).decode("utf-8"),
+        next_attempt_at=utcnow(),
     )
     db.session.add(delivery)
-    db.session.flush()
     return delivery
 
 
