@@ -14,6 +14,7 @@ from .contract.jsonprovider import OrjsonProvider
 from .extensions import db, migrate
 from .http import hooks, ratelimit
 from .http.errors import register_error_handlers
+from .services import journal
 from .storage.database import configure_engine
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
@@ -62,6 +63,7 @@ def register_extensions(app: Flask) -> None:
     migrate.init_app(app, db, directory=MIGRATIONS, render_as_batch=True, compare_type=True)
     with app.app_context():
         configure_engine(db.engine)
+    journal.init_app(app)
     ratelimit.init_app(app)
 
 

@@ -26,6 +26,7 @@ CONTRACT_OPERATIONS = {
     ("GET", "/maps/{mapId}/layers/{layerId}"), ("PUT", "/maps/{mapId}/layers/{layerId}"),
     ("DELETE", "/maps/{mapId}/layers/{layerId}"),
     ("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/{keyId}"),
+    ("GET", "/events"),
     ("GET", "/webhooks"), ("POST", "/webhooks"),
     ("GET", "/webhooks/{webhookId}"), ("PUT", "/webhooks/{webhookId}"),
     ("DELETE", "/webhooks/{webhookId}"),

@@ -41,6 +41,7 @@ ERROR_CODES = {
     403: ["PRO_SUBSCRIPTION_REQUIRED", "INSUFFICIENT_SCOPE"],
     404: ["NOT_FOUND"],
     409: ["CONFLICT"],
+    410: ["CURSOR_EXPIRED"],
     413: ["PAYLOAD_TOO_LARGE"],
     429: ["RATE_LIMIT_EXCEEDED"],
     500: ["INTERNAL_ERROR"],
@@ -52,6 +53,7 @@ ERROR_DESCRIPTIONS = {
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
     409: "A conflict: a tag name taken on this map, an 11th active API key or webhook endpoint.",
+    410: "The cursor is older than the oldest event kept.",
     413: "The body is larger than 2 MiB.",
     429: "A rate-limit bucket is empty; retry after Retry-After seconds.",
     500: "An unexpected error (logged with the request id).",
@@ -73,13 +75,15 @@ class Operation:
     response: Schema
     status: int
     conflict: bool
+    #: Error statuses only this operation answers (410 for an expired cursor).
+    errors: tuple
     #: ``response`` compiled: what ``response.dump`` gives, faster.
     dump: Dumper
     #: ``body`` compiled: what ``body.load`` gives, faster (None: no body).
     load: Loader | None
 
 
-def operation(*, body=None, query=None, response, status=200, conflict=False):
+def operation(*, body=None, query=None, response, status=200, conflict=False, errors=()):
     """Declare a view's schemas (classes or instances) and success status."""
 
     def instance(schema):
@@ -92,6 +96,7 @@ def operation(*, body=None, query=None, response, status=200, conflict=False):
         response,
         status,
         conflict,
+        tuple(errors),
         compile_dumper(response),
         body and compile_loader(body),
     )
@@ -263,6 +268,7 @@ def _error_statuses(declared: Operation, path: str, method: str) -> list[int]:
         statuses.add(413)
     if declared.conflict:
         statuses.add(409)
+    statuses.update(declared.errors)
     return sorted(statuses)
 
 

@@ -15,6 +15,8 @@ the insert and the commit only. docs/decisions.md says why this and not a
 visibility horizon.
 """
 
+import threading
+import time
 from datetime import timedelta
 
 from flask import current_app
@@ -22,42 +24,57 @@ from sqlalchemy import bindparam, delete, func, insert, or_, select, text
 
 from ..contract.jsonprovider import RawJSON, encode
 from ..extensions import db
-from ..storage.models import Event
+from ..http.errors import APIError, validation_error
+from ..storage.models import Event, could_be_id
 from ..timeutil import format_timestamp, utcnow
 
-#: The types a client may name; ``ping`` events are for one webhook endpoint, never in the feed.
-RESOURCES = ("map", "location", "category", "tag", "layer")
-ACTIONS = ("created", "updated", "deleted")
-TYPES = tuple(f"{resource}.{action}" for resource in RESOURCES for action in ACTIONS)
+#: Events of this type are for one webhook endpoint, never in the feed.
 PING = "ping"
 
 _events = Event.__table__
-_INSERT = insert(_events).returning(_events.c.id, sort_by_parameter_order=True)
+_INSERT = insert(_events)
+_INSERT_ONE = insert(_events).returning(_events.c.id)
 # The first key of PostgreSQL's two-key advisory locks: this lock's family,
 # so that it never meets another lock of the same account's hash.
 _LOCK_FAMILY = int.from_bytes(b"evnt", "big")
 _ACCOUNT_LOCK = text("SELECT pg_advisory_xact_lock(:family, hashtext(:account_id))")
 
 
-def record(account_id: str, changes: list[tuple[str, str | None, str]]) -> list[int]:
+def record(account_id: str, changes: list[tuple[str, str | None, str]]) -> None:
     """Insert the events ``(type, map_id, data JSON text)`` of account
     ``account_id`` in the current transaction, in this order, in one
-    statement; their ids.
+    statement (an executemany: one call whatever their number).
 
     Call it as late as possible in the transaction: on PostgreSQL it holds
     the account's event lock until the transaction ends.
     """
-    if not changes:
-        return []
+    if changes:
+        connection = _locked(account_id)
+        connection.execute(_INSERT, [_row(account_id, *change) for change in changes])
+
+
+def record_one(account_id: str, type_: str, map_id: str | None, data: str) -> int:
+    """``record`` for one event; its id."""
+    connection = _locked(account_id)
+    return connection.scalar(_INSERT_ONE, _row(account_id, type_, map_id, data))
+
+
+def _locked(account_id: str):
+    """The transaction's connection, holding account ``account_id``'s event lock."""
     connection = db.session.connection()
     if connection.dialect.name == "postgresql":
         connection.execute(_ACCOUNT_LOCK, {"family": _LOCK_FAMILY, "account_id": account_id})
-    now = utcnow()
-    rows = [
-        {"account_id": account_id, "map_id": map_id, "type": type_, "data": data, "created_at": now}
-        for type_, map_id, data in changes
-    ]
-    return list(connection.scalars(_INSERT, rows))
+    return connection
+
+
+def _row(account_id: str, type_: str, map_id: str | None, data: str) -> dict:
+    return {
+        "account_id": account_id,
+        "map_id": map_id,
+        "type": type_,
+        "data": data,
+        "created_at": utcnow(),
+    }
 
 
 def data_text(data: dict) -> str:
@@ -83,6 +100,37 @@ def event_payload(event) -> dict:
 def event_body(event) -> bytes:
     """The event as the JSON bytes a webhook receives: the feed's object."""
     return encode(event_payload(event))
+
+
+def feed(account_id: str, after, limit: int, map_id=None, types=None) -> dict:
+    """``GET /events``: the account's events after cursor ``after`` (an
+    event id, ``"latest"``, or None for the oldest kept), as the feed shows them."""
+    if map_id is not None and not could_be_id(map_id):
+        raise validation_error("The query is invalid.", {"mapId": ["Not a map id."]})
+    if after == "latest":
+        newest = latest_id(account_id)
+        return {"events": [], "next": None if newest is None else str(newest), "hasMore": False}
+    if after is not None:
+        state = cursor_state(account_id, after)
+        if state == "expired":
+            raise APIError(
+                410,
+                "CURSOR_EXPIRED",
+                "Events after this cursor are no longer kept: list the resources "
+                "again, then follow the feed from after=latest.",
+            )
+        if state == "foreign":
+            raise validation_error(
+                "The query is invalid.", {"after": ["Not an event id of this account."]}
+            )
+    found = read_after(account_id, after, limit + 1, map_id, types)
+    shown = found[:limit]
+    last = shown[-1].id if shown else after
+    return {
+        "events": [event_payload(event) for event in shown],
+        "next": None if last is None else str(last),
+        "hasMore": len(found) > limit,
+    }
 
 
 def retention_cutoff():
@@ -159,19 +207,47 @@ def cursor_state(account_id: str, after: int) -> str:
     return "expired" if oldest is None or after < oldest else "foreign"
 
 
-#: Rows one sweep deletes at most, so that one transaction stays short.
-SWEEP_BATCH = 5000
+#: Rows one sweep deletes at most, so that the transaction it rides in stays short.
+SWEEP_BATCH = 2000
+#: How often a process sweeps while it keeps up.
+SWEEP_INTERVAL_SECONDS = 600
+
+
+class _SweepClock:
+    """When this process sweeps next: every ``SWEEP_INTERVAL_SECONDS``, and
+    at the next chance again while a sweep finds a full batch (a backlog)."""
+
+    def __init__(self):
+        self.due = 0.0
+        self.lock = threading.Lock()
+
+    def sweep_if_due(self) -> None:
+        if time.monotonic() < self.due or not self.lock.acquire(blocking=False):
+            return
+        try:
+            deleted = sweep()
+            pause = 0 if deleted == SWEEP_BATCH else SWEEP_INTERVAL_SECONDS
+            self.due = time.monotonic() + pause
+        finally:
+            self.lock.release()
+
+
+sweep_if_due = _SweepClock().sweep_if_due
 
 
 def sweep(cutoff=None) -> int:
     """Delete up to ``SWEEP_BATCH`` events made before ``cutoff`` (by default
-    the retention's), oldest first; how many were deleted."""
-    cutoff = cutoff or retention_cutoff()
+    the retention's), oldest first, in the current transaction; how many.
+
+    Rows another process is sweeping right now are skipped (PostgreSQL),
+    not waited for.
+    """
     oldest = (
         select(_events.c.id)
-        .where(_events.c.created_at < cutoff)
+        .where(_events.c.created_at < (cutoff or retention_cutoff()))
         .order_by(_events.c.id)
         .limit(SWEEP_BATCH)
+        .with_for_update(skip_locked=True)
     )
     result = db.session.execute(delete(_events).where(_events.c.id.in_(oldest.scalar_subquery())))
     return result.rowcount
