@@ -53,12 +53,22 @@ class Receiver:
             def log_message(self, *_args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.handler = Handler
+        self._listen(0)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+
+    def _listen(self, port: int) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self.handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def go_down(self) -> None:
+        """Stop listening: connections are refused until ``come_up``."""
+        self.close()
+
+    def come_up(self) -> None:
+        self._listen(self.port)
 
     def wait_for(self, predicate, seconds: float = 20.0) -> bool:
         """Until ``predicate(received)`` holds; whether it did in time."""

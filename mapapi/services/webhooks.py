@@ -16,8 +16,8 @@ from ..extensions import db
 from ..http.errors import conflict, not_found, validation_error
 from ..storage.models import Account, Event, Map, Webhook, WebhookDelivery, could_be_id
 from ..timeutil import utcnow
-from .changes import apply_changes
-from .events import PING, data_text, event_body, latest_id, record
+from .changes import same_value
+from .events import PING, data_text, event_body, latest_id, record_one
 
 MAX_WEBHOOKS = 10
 
@@ -65,12 +65,21 @@ def update_webhook(webhook: Webhook, data: dict) -> Webhook:
     events made from then on.
     """
     _check_fields(webhook.account_id, data)
-    was_enabled = webhook.enabled
-    if apply_changes(webhook, data) and webhook.enabled != was_enabled:
+    # Not changes.apply_changes: a webhook endpoint's changes are no events.
+    changed = {
+        name: value for name, value in data.items() if not same_value(getattr(webhook, name), value)
+    }
+    if not changed:
+        return webhook
+    now = utcnow()
+    for name, value in changed.items():
+        setattr(webhook, name, value)
+    webhook.updated_at = now
+    if "enabled" in changed:
         if webhook.enabled:
-            webhook.enabled_since, webhook.disabled_since = webhook.updated_at, None
+            webhook.enabled_since, webhook.disabled_since = now, None
         else:
-            webhook.disabled_since = webhook.updated_at
+            webhook.disabled_since = now
     return webhook
 
 
@@ -113,7 +122,7 @@ def find_webhook(webhook_id: str, account: Account, *, lock: bool = False) -> We
 
 def ping(webhook: Webhook) -> WebhookDelivery:
     """A ``ping`` event for ``webhook`` alone (the feed never shows one), due now."""
-    [event_id] = record(webhook.account_id, [(PING, None, data_text({"webhookId": webhook.id}))])
+    event_id = record_one(webhook.account_id, PING, None, data_text({"webhookId": webhook.id}))
     delivery = first_attempt(webhook, db.session.get(Event, event_id))
     db.session.flush()
     return delivery
