@@ -18,7 +18,10 @@ class WebhookInputSchema(InputSchema):
     url = Text(
         required=True,
         validate=validate.Length(1, URL_MAX_LENGTH),
-        metadata={"description": "http or https, without user information; not inside the network."},
+        metadata={
+            "description": "http or https, without user information; not inside the network.",
+            "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^@/?#\\s]+([/?#]\\S*)?$",
+        },
     )
     events = fields.List(
         Choice(EVENT_SELECTORS),
