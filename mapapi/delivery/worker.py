@@ -4,19 +4,20 @@ serve` in a background thread, off the request path.
 One thread follows the feed and claims due attempts; a pool of
 ``WEBHOOKS_CONCURRENCY`` threads makes them, so a slow receiver holds one
 thread for at most its time-out and never the others. Any number of these
-loops may share one database (see queue.py).
+loops may share one database (see attempts.py).
 """
 
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from queue import SimpleQueue
 
 from flask import Flask
 
 from ..config import is_on
 from ..extensions import db
-from . import queue
+from . import attempts
 from .addresses import AddressRefused, destination
 from .sender import Outcome, post
 from .signing import signed_headers
@@ -40,7 +41,13 @@ class DeliveryWorker:
         self.lease_seconds = float(config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS))
         self.schedule = tuple(config["WEBHOOKS_RETRY_SCHEDULE"])
         self.allow_private = is_on(config["WEBHOOKS_ALLOW_PRIVATE"])
-        self._free = threading.Semaphore(self.concurrency)
+        # Attempts claimed and not yet made: those in flight, and as many
+        # again waiting for a thread, so that threads never wait for a round.
+        self._slots = 2 * self.concurrency
+        self._free = threading.Semaphore(self._slots)
+        self._wake = threading.Event()
+        self._finished: SimpleQueue = SimpleQueue()
+        self._follow_at = 0.0
         self._pruned_at = 0.0
 
     def run(self) -> None:
@@ -53,75 +60,91 @@ class DeliveryWorker:
                     log.exception("webhook delivery loop failed; retrying")
                     busy = False
                 if not busy:
-                    self.stop.wait(self.poll_seconds)
-
-    def step(self, pool: ThreadPoolExecutor) -> bool:
-        """One round: follow the feed, claim what is due and free threads can
-        take, hand it to them. Whether there was anything to do."""
+                    # Until the next poll, or sooner when a thread comes free.
+                    self._wake.wait(self.poll_seconds)
+                    self._wake.clear()
         with self.app.app_context():
             try:
-                made = self._enqueue()
-                claimed = self._claim()
+                self._record_finished()
+                db.session.commit()
+            finally:
+                db.session.remove()
+
+    def step(self, pool: ThreadPoolExecutor) -> bool:
+        """One round: follow the feed (at most once a poll interval while it
+        has nothing new), claim what is due and free threads can take, hand
+        it to them. Whether more may be waiting right now."""
+        with self.app.app_context():
+            try:
+                self._record_finished()
+                made = 0
+                if time.monotonic() >= self._follow_at:
+                    made = self._enqueue()
+                    self._follow_at = time.monotonic() + (0 if made else self.poll_seconds)
+                claimed, free = self._claim()
                 self._prune_now_and_then()
             finally:
                 db.session.remove()
         for item in claimed:
             pool.submit(self._attempt, item)
-        return bool(made or claimed)
+        return bool(made) or (free > 0 and len(claimed) == free)
 
     def _enqueue(self) -> int:
         total, after = 0, 0
         while after is not None:
-            made, after = queue.enqueue_new_events(after)
+            made, after = attempts.enqueue_new_events(after)
             db.session.commit()
             total += made
         return total
 
-    def _claim(self) -> list[queue.Claimed]:
+    def _claim(self) -> tuple[list[attempts.Claimed], int]:
+        """The attempts claimed, and how many threads were free to take them."""
         free, claimed = 0, []
-        while free < self.concurrency and self._free.acquire(blocking=False):
+        while free < self._slots and self._free.acquire(blocking=False):
             free += 1
         try:
-            if free:
-                found = queue.claim_due(free, self.lease_seconds)
-                db.session.commit()
-                claimed = found
+            found = attempts.claim_due(free, self.lease_seconds) if free else []
+            db.session.commit()  # the claims, and the outcomes recorded before them
+            claimed = found
         finally:
             for _ in range(free - len(claimed)):
                 self._free.release()
-        return claimed
+        return claimed, free
 
     def _prune_now_and_then(self) -> None:
         if time.monotonic() - self._pruned_at < PRUNE_EVERY_SECONDS:
             return
         self._pruned_at = time.monotonic()
-        queue.prune()
+        attempts.prune()
         db.session.commit()
 
-    def _attempt(self, claimed: queue.Claimed) -> None:
+    def _attempt(self, claimed: attempts.Claimed) -> None:
+        """Make one attempt (in a pool thread); the loop records its outcome."""
         try:
             started = time.monotonic()
             outcome = self.send(claimed)
-            duration_ms = round((time.monotonic() - started) * 1000)
-            with self.app.app_context():
-                try:
-                    if queue.record(claimed, outcome, duration_ms, self.schedule):
-                        db.session.commit()
-                    else:
-                        db.session.rollback()
-                finally:
-                    db.session.remove()
+            self._finished.put((claimed, outcome, round((time.monotonic() - started) * 1000)))
             if not outcome.succeeded:
                 log.info(
                     "webhook %s: attempt %d of event %s failed: %s",
                     claimed.webhook_id, claimed.attempt, claimed.event_id, outcome.error,
                 )
         except Exception:  # the outcome is lost; the lease makes the attempt again
-            log.exception("webhook %s: recording an attempt failed", claimed.webhook_id)
+            log.exception("webhook %s: an attempt failed unexpectedly", claimed.webhook_id)
         finally:
             self._free.release()
+            self._wake.set()
 
-    def send(self, claimed: queue.Claimed) -> Outcome:
+    def _record_finished(self) -> None:
+        """Record the outcomes of the attempts finished so far, in the
+        round's transaction: one commit for many (SQLite syncs every commit).
+        Should it fail, those attempts are made again when their leases end."""
+        finished = []
+        while not self._finished.empty():
+            finished.append(self._finished.get())
+        attempts.record(finished, self.schedule)
+
+    def send(self, claimed: attempts.Claimed) -> Outcome:
         """Resolve and check the address now, sign, POST."""
         try:
             found = destination(claimed.url, allow_private=self.allow_private)

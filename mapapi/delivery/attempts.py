@@ -22,7 +22,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import bindparam, delete, or_, select, update
 
 from ..extensions import db
 from ..services.events import read_after, retention_cutoff
@@ -126,40 +126,74 @@ def claim_due(limit: int, lease_seconds: float) -> list[Claimed]:
     return claimed
 
 
-def record(claimed: Claimed, outcome: Outcome, duration_ms: int, schedule) -> bool:
-    """Write the outcome of an attempt, and schedule the next one after a
-    failure (``schedule[n - 1]`` seconds after attempt n); False when the
-    claim was no longer ours (the lease ran out, or the endpoint is gone)."""
+_deliveries = WebhookDelivery.__table__
+_RECORD = (
+    update(_deliveries)
+    .where(
+        _deliveries.c.id == bindparam("b_id"),
+        _deliveries.c.claim == bindparam("b_claim"),
+    )
+    .values(
+        status=bindparam("b_status"),
+        response_status=bindparam("b_response_status"),
+        error=bindparam("b_error"),
+        duration_ms=bindparam("b_duration_ms"),
+        next_attempt_at=bindparam("b_next_attempt_at"),
+        claim=None,
+    )
+)
+
+
+def record(finished: list[tuple[Claimed, Outcome, int]], schedule) -> None:
+    """Write the outcomes of attempts ``(claimed, outcome, duration_ms)``,
+    and after a failure schedule the next attempt (``schedule[n - 1]``
+    seconds after attempt n). An outcome whose claim is no longer ours (the
+    lease ran out, or the endpoint is gone) is dropped.
+
+    Successes are written with one statement for all (one round trip); each
+    failure on its own, as its retry depends on the claim still being ours.
+    """
     now = utcnow()
-    retry_at = None
-    if not outcome.succeeded and claimed.attempt < MAX_ATTEMPTS:
-        retry_at = now + timedelta(seconds=schedule[claimed.attempt - 1])
-    written = db.session.execute(
-        update(WebhookDelivery)
-        .where(WebhookDelivery.id == claimed.delivery_id, WebhookDelivery.claim == claimed.claim)
-        .values(
-            status="succeeded" if outcome.succeeded else "failed",
-            response_status=outcome.response_status,
-            error=outcome.error,
-            duration_ms=duration_ms,
-            next_attempt_at=retry_at,
-            claim=None,
+    successes = [
+        _row(claimed, outcome, ms, None)
+        for claimed, outcome, ms in finished
+        if outcome.succeeded
+    ]
+    if successes:
+        db.session.execute(_RECORD, successes)
+    for claimed, outcome, duration_ms in finished:
+        if outcome.succeeded:
+            continue
+        retry_at = None
+        if claimed.attempt < MAX_ATTEMPTS:
+            retry_at = now + timedelta(seconds=schedule[claimed.attempt - 1])
+        written = db.session.execute(
+            _RECORD, _row(claimed, outcome, duration_ms, retry_at)
         )
-        .execution_options(synchronize_session=False)
-    ).rowcount
-    if written and retry_at is not None:
-        db.session.add(
-            WebhookDelivery(
-                webhook_id=claimed.webhook_id,
-                event_id=claimed.event_id,
-                event_type=claimed.event_type,
-                body=claimed.body,
-                attempt=claimed.attempt + 1,
-                created_at=now,
-                next_attempt_at=retry_at,
+        if written.rowcount and retry_at is not None:
+            db.session.add(
+                WebhookDelivery(
+                    webhook_id=claimed.webhook_id,
+                    event_id=claimed.event_id,
+                    event_type=claimed.event_type,
+                    body=claimed.body,
+                    attempt=claimed.attempt + 1,
+                    created_at=now,
+                    next_attempt_at=retry_at,
+                )
             )
-        )
-    return bool(written)
+
+
+def _row(claimed: Claimed, outcome: Outcome, duration_ms: int, retry_at) -> dict:
+    return {
+        "b_id": claimed.delivery_id,
+        "b_claim": claimed.claim,
+        "b_status": "succeeded" if outcome.succeeded else "failed",
+        "b_response_status": outcome.response_status,
+        "b_error": outcome.error,
+        "b_duration_ms": duration_ms,
+        "b_next_attempt_at": retry_at,
+    }
 
 
 def prune() -> int:
