@@ -279,3 +279,14 @@ def test_deliveries_are_paged_newest_first(api):
     assert "pageSize" in validation_details(
         api.get(f"/webhooks/{created['id']}/deliveries?pageSize=0")
     )
+
+
+def test_an_unknown_endpoint_answers_404_before_its_body_is_read(api):
+    response = api.put("/webhooks/AAAAAAAAAAAAAAAAAAAAAA", json={"url": "ftp://x"})
+    assert response.status_code == 404 and error_code(response) == "NOT_FOUND"
+
+
+def test_a_changed_url_is_saved_and_checked(api):
+    created = create(api)
+    moved = data_of(api.put(f"/webhooks/{created['id']}", json={"url": " https://93.184.215.15/x "}))
+    assert moved["url"] == "https://93.184.215.15/x" and moved["updatedAt"] > created["updatedAt"]

@@ -46,8 +46,8 @@ def get_webhook(webhook_id):
 @operation(body=WebhookInputSchema, response=WebhookSchema)
 def update_webhook(webhook_id):
     """Update a webhook endpoint; events made while it is disabled are never sent to it."""
-    webhook = service.find_webhook(webhook_id, g.account, lock=True)
-    service.update_webhook(webhook, load_body(partial=True))
+    service.find_webhook(webhook_id, g.account)  # an unknown id answers before the body
+    webhook = service.update_webhook(webhook_id, g.account, load_body(partial=True))
     db.session.commit()
     return respond(webhook)
 

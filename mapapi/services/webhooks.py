@@ -58,13 +58,14 @@ def create_webhook(account: Account, data: dict) -> Webhook:
     return webhook
 
 
-def update_webhook(webhook: Webhook, data: dict) -> Webhook:
+def update_webhook(webhook_id: str, account: Account, data: dict) -> Webhook:
     """Change the fields in ``data``; ``updatedAt`` moves only if one differs.
 
     Disabling stops events made from now on; enabling again starts with the
     events made from then on.
     """
-    _check_fields(webhook.account_id, data)
+    _check_fields(account, data)
+    webhook = find_webhook(webhook_id, account, lock=True)
     # Not changes.apply_changes: a webhook endpoint's changes are no events.
     changed = {
         name: value for name, value in data.items() if not same_value(getattr(webhook, name), value)
@@ -83,13 +84,17 @@ def update_webhook(webhook: Webhook, data: dict) -> Webhook:
     return webhook
 
 
-def _check_fields(account: Account | str, data: dict) -> None:
+def _check_fields(account: Account, data: dict) -> None:
     """The rules that need the network or the database: the URL's address
-    and the map's owner. Every field at fault is named at once."""
-    account_id = account if isinstance(account, str) else account.id
+    and the map's owner. Every field at fault is named at once. Called
+    first: it ends the transaction before a name lookup."""
     details = {}
     if "url" in data:
         allow_private = is_on(current_app.config["WEBHOOKS_ALLOW_PRIVATE"])
+        if not allow_private:
+            # Looking the name up may take seconds: not inside the request's
+            # transaction, which on SQLite holds the database's write lock.
+            db.session.commit()
         try:
             check_url(data["url"], allow_private=allow_private)
         except AddressRefused as refused:
@@ -97,7 +102,7 @@ def _check_fields(account: Account | str, data: dict) -> None:
     map_id = data.get("map_id")
     if map_id is not None and not (
         could_be_id(map_id)
-        and db.session.scalar(select(Map.pk).where(Map.id == map_id, Map.account_id == account_id))
+        and db.session.scalar(select(Map.pk).where(Map.id == map_id, Map.account_id == account.id))
     ):
         details["mapId"] = ["No map of this account has this id."]
     if details:
