@@ -3,7 +3,10 @@ sender's bounds and the address guard at every attempt."""
 
 import json
 import logging
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 
@@ -430,3 +433,40 @@ def test_the_secret_is_never_logged(app, api, receiver, worker, caplog):
         assert all(raw not in body for body in stored)
         assert repr(db.session.scalars(select(Event)).first()).find(raw) == -1
     assert json.loads(receiver.received[0].body)["data"] == {"webhookId": endpoint["id"]}
+
+
+@pytest.fixture
+def https_receiver(tmp_path, receiver):
+    """``receiver`` behind TLS, with a certificate for ``localhost`` made here."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    receiver.server.socket = server_side.wrap_socket(receiver.server.socket, server_side=True)
+    return receiver, cert
+
+
+def test_https_verifies_the_certificate_and_the_url_host(https_receiver):
+    receiver, cert = https_receiver
+    trusting = ssl.create_default_context(cafile=str(cert))
+    good = post(local(f"https://localhost:{receiver.port}/in"), {}, b"{}", tls=trusting)
+    assert good.succeeded, good.error
+    assert receiver.received[0].headers["Host"] == f"localhost:{receiver.port}"
+    # The system's authorities do not know this certificate: refused.
+    unknown = post(local(f"https://localhost:{receiver.port}/in"), {}, b"{}")
+    assert not unknown.succeeded and unknown.error.startswith("TLS failed")
+    # Reached by address, the name checked is the URL's, which the certificate does not name.
+    wrong_name = post(
+        Destination(parse_url(f"https://hooks.invalid:{receiver.port}/"), "127.0.0.1"),
+        {}, b"{}", tls=trusting,
+    )  # fmt: skip
+    assert not wrong_name.succeeded and wrong_name.error.startswith("TLS failed")
+    assert len(receiver.received) == 1

@@ -37,13 +37,20 @@ class _Failed(Exception):
     """An attempt that ended without a usable answer; the message says why."""
 
 
-def post(destination: Destination, headers: dict[str, str], body: bytes,
-         timeout: float = TIMEOUT_SECONDS) -> Outcome:
-    """POST ``body``; success is a 2xx status line received within ``timeout``."""
+def post(
+    destination: Destination,
+    headers: dict[str, str],
+    body: bytes,
+    timeout: float = TIMEOUT_SECONDS,
+    tls: ssl.SSLContext = _tls,
+) -> Outcome:
+    """POST ``body``; success is a 2xx status line received within ``timeout``.
+    ``https`` URLs verify the certificate against ``tls``'s authorities
+    (the system's by default) and the URL's host name."""
     deadline = time.monotonic() + timeout
     status, error = None, None
     try:
-        status = _exchange(destination, _request(destination, headers, body), deadline)
+        status = _exchange(destination, _request(destination, headers, body), deadline, tls)
         if not 200 <= status < 300:
             error = _describe_status(status)
     except _Failed as failure:
@@ -84,7 +91,7 @@ def _remaining(deadline: float) -> float:
     return left
 
 
-def _exchange(destination: Destination, request: bytes, deadline: float) -> int:
+def _exchange(destination: Destination, request: bytes, deadline: float, tls) -> int:
     target = destination.target
     with socket.create_connection(
         (destination.address, target.port), timeout=_remaining(deadline)
@@ -92,7 +99,7 @@ def _exchange(destination: Destination, request: bytes, deadline: float) -> int:
         connection = raw
         if target.scheme == "https":
             raw.settimeout(_remaining(deadline))
-            connection = _tls.wrap_socket(raw, server_hostname=target.host)
+            connection = tls.wrap_socket(raw, server_hostname=target.host)
         try:
             _send_all(connection, request, deadline)
             return _read_status(connection, deadline)
