@@ -3,13 +3,10 @@
 from marshmallow import Schema, fields, validate
 
 from .fields import Choice, Ignored, StrictBoolean, Text, Timestamp
-from .schemas import InputSchema, OutputSchema
+from .schemas import EVENT_RESOURCES, EVENT_TYPES, InputSchema, OutputSchema
 
-RESOURCES = ("map", "location", "category", "tag", "layer")
-ACTIONS = ("created", "updated", "deleted")
-EVENT_TYPES = tuple(f"{resource}.{action}" for resource in RESOURCES for action in ACTIONS)
 #: What an endpoint's ``events`` may hold: a type, ``<resource>.*`` or ``*``.
-EVENT_SELECTORS = (*EVENT_TYPES, *(f"{resource}.*" for resource in RESOURCES), "*")
+EVENT_SELECTORS = (*EVENT_TYPES, *(f"{resource}.*" for resource in EVENT_RESOURCES), "*")
 EVENTS_MAX = 20
 URL_MAX_LENGTH = 2000
 
