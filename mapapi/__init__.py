@@ -15,6 +15,7 @@ from .extensions import db, migrate
 from .http import hooks, idempotency, ratelimit
 from .http.errors import register_error_handlers
 from .http.routing import IdConverter
+from .services import journal
 from .storage.database import configure_engine
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
@@ -68,6 +69,7 @@ def register_extensions(app: Flask) -> None:
     migrate.init_app(app, db, directory=MIGRATIONS, render_as_batch=True, compare_type=True)
     with app.app_context():
         configure_engine(db.engine)
+    journal.init_app(app)
     ratelimit.init_app(app)
     idempotency.init_app(app)
 

@@ -9,9 +9,11 @@ stdout so that ``KEY=$(mapapi keys create ...)`` works.
 import logging
 import os
 import re
+import signal
 import socket
 import sqlite3
 import sys
+from contextlib import contextmanager
 from functools import wraps
 from importlib.metadata import version
 
@@ -24,6 +26,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from . import server
 from .config import SettingError, without_password
 from .contract.schemas import SCOPES
+from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
 from .services import accounts as account_service
@@ -157,20 +160,14 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 @with_appcontext
 def serve_command(host, port, **limits):
     """Run the API under waitress (creates the schema on an empty database)."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _log_to_stderr()
     app = current_app._get_current_object()
     check_address(host, port)
     open_database(create=True)
-    try:
+    with _startup_errors():
         prepare_schema()
         if app.config["BOOTSTRAP"]:
             _bootstrap()
-    except RuntimeError as error:
-        raise click.ClickException(str(error)) from None
-    except DBAPIError as error:
-        raise click.ClickException(database_failure(error)) from None
     db.session.remove()
     log.info(
         "mapapi %s: database %s, rate-limit storage %s",
@@ -178,10 +175,21 @@ def serve_command(host, port, **limits):
         db.engine.url.render_as_string(hide_password=True),
         without_password(app.config["RATELIMIT_STORAGE_URI"]),
     )
+    delivery = start_in_background(app)
     try:
         server.serve(app, host=host, port=port, limits=server.Limits(**limits))
     except OSError as error:  # taken between the check and the server's own bind
         raise SettingRefused(f"--port {port}: cannot listen on {host}: {error.strerror}.") from None
+    finally:
+        if delivery is not None:
+            thread, stop = delivery
+            stop.set()
+            thread.join(timeout=DELIVERY_DRAIN_SECONDS)
+
+
+#: How long a stopping process lets the webhook attempts in flight finish
+#: (an attempt cut short is made again by another process, or after a restart).
+DELIVERY_DRAIN_SECONDS = 15
 
 
 def check_address(host: str, port: int) -> None:
@@ -204,6 +212,44 @@ def check_address(host: str, port: int) -> None:
                 raise SettingRefused(
                     f"--port {port}: cannot listen on {host}:{port} ({error.strerror})."
                 ) from None
+
+
+@click.command("worker")
+@with_appcontext
+def worker_command():
+    """Deliver webhooks only (no HTTP server), until SIGTERM or SIGINT."""
+    _log_to_stderr()
+    open_database()
+    with _startup_errors():
+        prepare_schema()
+    db.session.remove()
+    worker = DeliveryWorker(current_app._get_current_object())
+
+    def request_stop(signum, _frame):
+        log.info("%s: finishing the attempts in flight, then stopping", signal.Signals(signum).name)
+        worker.stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    log.info("Delivering webhooks")
+    worker.run()
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@contextmanager
+def _startup_errors():
+    """A schema out of date or a database that refuses: one line, exit 1."""
+    try:
+        yield
+    except RuntimeError as error:
+        raise click.ClickException(str(error)) from None
+    except DBAPIError as error:
+        raise click.ClickException(database_failure(error)) from None
 
 
 def _bootstrap() -> None:
@@ -334,7 +380,7 @@ def backup_command(path):
 
 
 #: The operator's commands, on ``mapapi`` and on ``flask --app mapapi`` alike.
-COMMANDS = (serve_command, accounts_group, keys_group)
+COMMANDS = (serve_command, worker_command, accounts_group, keys_group)
 
 
 @click.group("db")

@@ -210,6 +210,17 @@ def defaults(instance_path: str) -> dict:
         # OPTIONS is not part of the contract: without this Flask would answer
         # it itself with an empty, non-JSON 200.
         "PROVIDE_AUTOMATIC_OPTIONS": False,
+        # 1: webhook URLs may point inside the network (tests, trusted setups).
+        "WEBHOOKS_ALLOW_PRIVATE": "0",
+        # 0: `mapapi serve` delivers no webhooks (a `mapapi worker` does).
+        "WEBHOOKS_DELIVER": "1",
+        # Seconds before each retry of a failed delivery (the contract's);
+        # set in the app's config only, by tests that cannot wait a day.
+        "WEBHOOKS_RETRY_SCHEDULE": (5, 30, 120, 600, 3600, 21600, 86400),
+        # How often an idle delivery worker looks for new events and due attempts.
+        "WEBHOOKS_POLL_SECONDS": 1.0,
+        # Attempts one process makes at the same time.
+        "WEBHOOKS_CONCURRENCY": 8,
     }
 
 

@@ -155,12 +155,12 @@ BENCHMARKED = {
     "GET /maps/:id": 2,  # BEGIN, key and map in one (a GET under a map)
     "GET locations": 5,  # + count, page (tag and layer ids in each row), the page's layers
     # BEGIN, key (checked without the write lock), then BEGIN IMMEDIATE, map
-    # (locked), categories, tags, 2 INSERTs
-    "POST location": 8,
-    "POST bulk": 8,  # the same for 100 locations
+    # (locked), categories, tags, 2 INSERTs, the INSERT of the events
+    "POST location": 9,
+    "POST bulk": 9,  # the same for 100 locations
     # BEGIN, key, BEGIN IMMEDIATE, map (locked), the location's layer ids, the
     # layers asked for, a DELETE and an INSERT of memberships, the UPDATE of
-    # updatedAt, the location read back (2)
+    # updatedAt, the location read back (2), the INSERT of its event
     "PUT location layers": 11,
     "bad key": 2,  # BEGIN, key
     "no key": 0,  # refused before any SQL: no key, so nothing to look up

@@ -2,7 +2,6 @@
 
 from flask import Blueprint
 from marshmallow import ValidationError
-from sqlalchemy import delete
 
 from ..contract.loading import compile_loader
 from ..contract.openapi import operation
@@ -27,6 +26,7 @@ from ..services.locations import (
     create_locations,
     location_layer_ids,
     reference_errors,
+    remove_location,
     replace_layers,
 )
 from ..services.ownership import map_child, owned_map, read_map
@@ -128,7 +128,7 @@ def update_location(map_id, location_id):
 def delete_location(map_id, location_id):
     """Delete a location."""
     location = map_child(Location, owned_map(map_id), location_id)
-    db.session.execute(delete(Location).where(Location.pk == location.pk))
+    remove_location(location)
     db.session.commit()
     return respond({"id": location.id, "deleted": True})
 
@@ -139,7 +139,6 @@ def replace_location_layers(map_id, location_id):
     """Replace the set of layers a location is on."""
     map_ = owned_map(map_id)
     current = location_layer_ids(map_, location_id)
-    replace_layers(map_, location_id, current, load_body()["layer_ids"])
-    location = read_location(map_.id, location_id)
+    location = replace_layers(map_, location_id, current, load_body()["layer_ids"])
     db.session.commit()
     return respond_dumped(location)

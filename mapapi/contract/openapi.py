@@ -31,6 +31,7 @@ PATH_PARAMETERS = {
     "tag_id": "tagId",
     "layer_id": "layerId",
     "key_id": "keyId",
+    "webhook_id": "webhookId",
 }
 
 ERROR_CODES = {
@@ -40,6 +41,7 @@ ERROR_CODES = {
     404: ["NOT_FOUND"],
     405: ["METHOD_NOT_ALLOWED"],
     409: ["CONFLICT", "IDEMPOTENCY_KEY_IN_USE"],
+    410: ["CURSOR_EXPIRED"],
     412: ["PRECONDITION_FAILED"],
     413: ["PAYLOAD_TOO_LARGE"],
     422: ["IDEMPOTENCY_KEY_REUSED"],
@@ -53,7 +55,8 @@ ERROR_DESCRIPTIONS = {
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
     405: "The path exists, the method does not; `Allow` lists the methods it has.",
-    409: "A conflict: a tag name taken on this map, or an 11th active API key.",
+    409: "A conflict: a tag name taken on this map, an 11th active API key or webhook endpoint.",
+    410: "The cursor is older than the oldest event kept.",
     412: "If-Match does not match the resource's current ETag; nothing changed.",
     413: "The body is larger than 2 MiB.",
     422: "The Idempotency-Key was used with another method, path or body.",
@@ -142,13 +145,15 @@ class Operation:
     response: Schema
     status: int
     conflict: bool
+    #: Error statuses only this operation answers (410 for an expired cursor).
+    errors: tuple
     #: ``response`` compiled: what ``response.dump`` gives, faster.
     dump: Dumper
     #: ``body`` compiled: what ``body.load`` gives, faster (None: no body).
     load: Loader | None
 
 
-def operation(*, body=None, query=None, response, status=200, conflict=False):
+def operation(*, body=None, query=None, response, status=200, conflict=False, errors=()):
     """Declare a view's schemas (classes or instances) and success status."""
 
     def instance(schema):
@@ -161,6 +166,7 @@ def operation(*, body=None, query=None, response, status=200, conflict=False):
         response,
         status,
         conflict,
+        tuple(errors),
         compile_dumper(response),
         body and compile_loader(body),
     )
@@ -467,6 +473,7 @@ def _error_statuses(declared: Operation, path: str, method: str, conditions) -> 
         statuses.update({400, 409, 422})
     if "IfMatch" in conditions:
         statuses.add(412)
+    statuses.update(declared.errors)
     return sorted(statuses)
 
 

@@ -114,6 +114,14 @@ _PAGE = (
 _ONE = select(*_ROW).where(
     _locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id")
 )
+_SOME = (
+    select(*_ROW)
+    .where(
+        _locations.c.map_id == bindparam("map_id"),
+        _locations.c.id.in_(bindparam("location_ids", expanding=True)),
+    )
+    .order_by(_locations.c.pk)
+)
 # The locations of a page are exactly its map's locations from its first
 # pk to its last: their layers are found through the same index.
 _LAYERS = select(*_LAYER.columns).where(
@@ -135,7 +143,7 @@ def _as_json(statement):
     return select(json_rows(*(exact_float(c) if isinstance(c.type, Float) else c for c in rows.c)))
 
 
-_AS_JSON = {statement: _as_json(statement) for statement in (_PAGE, _ONE, _LAYERS)}
+_AS_JSON = {statement: _as_json(statement) for statement in (_PAGE, _ONE, _SOME, _LAYERS)}
 _dump_pagination = compile_dumper(PaginationSchema())
 _by_first = itemgetter(0)
 _by_order = itemgetter("order")
@@ -164,6 +172,13 @@ def read_location(map_id: str, location_id: str) -> dict | None:
     return found[0] if found else None
 
 
+def read_locations(map_id: str, location_ids: list[str]) -> list[dict]:
+    """The locations ``location_ids`` of map ``map_id``, dumped, in creation order."""
+    connection = db.session.connection()
+    params = {"map_id": map_id, "location_ids": location_ids}
+    return _with_relations(connection, map_id, _rows(connection, _SOME, params))
+
+
 def _rows(connection, statement, params: dict) -> list:
     """``statement``'s rows, in its order if it has one.
 
@@ -179,8 +194,9 @@ def _rows(connection, statement, params: dict) -> list:
 
 
 def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
-    """The locations of ``rows`` (consecutive locations of map ``map_id``, in
-    ``pk`` order) as dicts, with their tag ids and layers."""
+    """The locations of ``rows`` (locations of map ``map_id``, in ``pk``
+    order) as dicts, with their tag ids and layers (read for every location
+    of the map from the first row's to the last's)."""
     if not rows:
         return []
     on_page = {"map_id": map_id, "first": rows[0][0], "last": rows[-1][0]}

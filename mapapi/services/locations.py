@@ -22,7 +22,9 @@ from ..storage.models import (
     new_id,
 )
 from ..timeutil import utcnow
-from .changes import apply_changes
+from . import journal
+from .changes import apply_changes, stamp
+from .location_reads import read_location
 
 #: What a dumped location needs, loaded in one statement per relation.
 LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers))
@@ -120,6 +122,8 @@ def create_locations(map_: Map, items: list[dict]) -> list[dict]:
     connection.execute(_INSERT_LOCATION, [_location_row(location) for location in created])
     if links:
         connection.execute(_INSERT_TAG_LINK, links)
+    for location in created:
+        journal.created("location", location, map_.id)
     return created
 
 
@@ -136,7 +140,7 @@ def apply_location_update(location: Location, data: dict) -> None:
             links.append(link)
         location.tag_links = links
         if not changed:
-            location.updated_at = utcnow()
+            stamp(location)
 
 
 def location_layer_ids(map_: Map, location_id: str) -> set[str]:
@@ -152,10 +156,10 @@ def location_layer_ids(map_: Map, location_id: str) -> set[str]:
     return {row.layer_id for row in rows if row.layer_id is not None}
 
 
-def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: list[str]) -> None:
+def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: list[str]) -> dict:
     """Make ``layer_ids`` the whole set of layers of the location, which is
     on ``current`` now: only the memberships that change are written, and
-    ``updated_at`` moves only when the set does.
+    ``updated_at`` moves only when the set does. The location, dumped.
 
     Core statements on the membership table: the ORM would load the
     location, its tags and its layers as objects only to compute this
@@ -181,14 +185,28 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
         )
     if removed or added:
         connection.execute(_TOUCH_LOCATION, {"location_id": location_id, "now": utcnow()})
+    location = read_location(map_.id, location_id)
+    if removed or added:
+        journal.updated_body("location", location, map_.id)
+    return location
 
 
-def touch_locations(where, now=None) -> None:
-    """Stamp ``updated_at`` (``now``, by default the present) on the locations matching ``where``."""
-    db.session.execute(
-        update(Location).where(where).values(updated_at=now or utcnow()),
-        execution_options={"synchronize_session": False},
-    )
+def touch_locations(where, map_id: str, now=None) -> None:
+    """Stamp ``updated_at`` (``now``, by default the present) on the
+    locations of map ``map_id`` matching ``where``: they changed."""
+    touched = db.session.execute(
+        update(_locations)
+        .where(_locations.c.map_id == map_id, where)
+        .values(updated_at=now or utcnow())
+        .returning(_locations.c.pk, _locations.c.id)
+    ).all()
+    journal.touched("location", [row.id for row in sorted(touched)], map_id)
+
+
+def remove_location(location: Location) -> None:
+    """Delete a location (its tag links and memberships go with it)."""
+    journal.deleted("location", location.id, location.map_id)
+    db.session.execute(delete(_locations).where(_locations.c.pk == location.pk))
 
 
 def _existing_ids(model, map_: Map, ids: set[str]) -> set[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -309,3 +310,90 @@ class IdempotencyRecord(db.Model):
     expires_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, index=True)
     status: Mapped[int | None] = mapped_column(Integer)
     body: Mapped[str | None] = mapped_column(Text)
+
+
+class Event(db.Model):
+    """A change of the account's data, as the feed and webhooks show it.
+
+    ``id`` orders the account's events: it is what a feed cursor holds.
+    AUTOINCREMENT on SQLite, so that an id is never given twice even when
+    the newest events have been swept. ``map_id`` has no foreign key: a
+    map's ``map.deleted`` outlives the map. ``data`` is the JSON text of the
+    resource's GET body right after the change, embedded as it is.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (Index(None, "account_id", "id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    account_id: Mapped[str] = _parent("accounts", index=False)
+    map_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    type: Mapped[str] = mapped_column(String(30), nullable=False)
+    data: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+
+
+class Webhook(Timestamped, db.Model):
+    """A webhook endpoint: where, and which of the account's events.
+
+    ``cursor`` is the id of the last event of the feed the delivery worker
+    has looked at for it (it follows the feed from there); an event becomes
+    a delivery when it was made while the endpoint was enabled: at or after
+    ``enabled_since`` and before ``disabled_since``.
+    ``map_id`` is no foreign key: the endpoint outlives its map's deletion,
+    so that it receives ``map.deleted``.
+    """
+
+    __tablename__ = "webhooks"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    account_id: Mapped[str] = _parent("accounts")
+    url: Mapped[str] = mapped_column(Text, nullable=False)
+    events: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    map_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    description: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    secret: Mapped[str] = mapped_column(String(64), nullable=False)
+    cursor: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    enabled_since: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    disabled_since: Mapped[datetime | None] = mapped_column(DateTime)
+
+    def __repr__(self) -> str:  # never the secret, should one be logged
+        return f"<Webhook {self.id} {self.url}>"
+
+
+class WebhookDelivery(db.Model):
+    """One attempt to deliver one event to one endpoint.
+
+    A pending attempt is due at ``next_attempt_at``. A process that takes it
+    sets ``claim`` (a token of its own) and moves ``next_attempt_at`` to the
+    end of its lease; it records the outcome only while the claim is still
+    its own. An attempt whose lease has run out (its process was killed) is
+    due again, and is made again.
+    ``body`` is the event exactly as sent, kept so that every attempt sends
+    the same bytes.
+    """
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index(None, "webhook_id", "pk"),
+        Index(None, "status", "next_attempt_at"),
+    )
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    webhook_id: Mapped[str] = _parent("webhooks", index=False)
+    event_id: Mapped[str] = mapped_column(Text, nullable=False)
+    event_type: Mapped[str] = mapped_column(String(40), nullable=False)
+    body: Mapped[str] = mapped_column(Text, nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    status: Mapped[str] = mapped_column(String(10), nullable=False, default="pending")
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
+    claim: Mapped[str | None] = mapped_column(String(32))
