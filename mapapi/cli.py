@@ -23,6 +23,7 @@ from .contract.schemas import SCOPES
 from .extensions import db
 from .http.errors import APIError
 from .services import accounts as account_service
+from .services import events as event_service
 from .services.keys import issue_key, listed_keys, revoke_key
 from .storage.backup import BackupError, backup_sqlite
 from .storage.upgrade import prepare_schema
@@ -224,6 +225,29 @@ def revoke(key_id):
     revoke_key(key_id)
 
 
+@click.group("events")
+def events_group():
+    """The change feed's events."""
+
+
+@events_group.command("sweep")
+@operator_command
+def sweep_events():
+    """Delete the events older than MAPAPI_EVENTS_RETENTION_DAYS now.
+
+    `mapapi serve` sweeps by itself every few minutes while it records
+    events; this is for a database nobody writes to, or a cron job.
+    """
+    deleted = 0
+    while True:
+        batch = event_service.sweep()
+        db.session.commit()
+        deleted += batch
+        if batch < event_service.SWEEP_BATCH:
+            break
+    click.echo(f"{deleted} events deleted")
+
+
 @click.command("backup")
 @click.argument("path", type=click.Path(dir_okay=False))
 @with_appcontext
@@ -236,7 +260,7 @@ def backup_command(path):
     click.echo(f"Backed up to {path}", err=True)
 
 
-COMMANDS = (serve_command, accounts_group, keys_group)
+COMMANDS = (serve_command, accounts_group, keys_group, events_group)
 
 
 def register_commands(app) -> None:

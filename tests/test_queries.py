@@ -166,7 +166,6 @@ BENCHMARKED = {
     "bad key": 2,  # BEGIN, key
     "no key": 0,  # refused before any SQL: no key, so nothing to look up
 }
-WRITES = {"POST location", "POST bulk", "PUT location layers"}
 
 
 def test_the_benchmarked_requests_cost_what_the_benchmark_reports(api, statements):
@@ -202,10 +201,6 @@ def test_the_benchmarked_requests_cost_what_the_benchmark_reports(api, statement
     missing = api.get(f"/maps/{map_id}", headers={"Authorization": ""})
     assert missing.get_json()["error"]["code"] == "MISSING_API_KEY"
     costs["no key"] = statements.count
-    # PostgreSQL begins implicitly: one statement fewer, where there are any;
-    # and a write takes its account's event lock: one more (services/events.py).
+    # PostgreSQL begins implicitly: one statement fewer, where there are any.
     implicit_begin = 1 if backends.on_postgres() else 0
-    assert costs == {
-        name: max(0, cost - implicit_begin + (implicit_begin if name in WRITES else 0))
-        for name, cost in BENCHMARKED.items()
-    }
+    assert costs == {name: max(0, cost - implicit_begin) for name, cost in BENCHMARKED.items()}
