@@ -405,3 +405,12 @@ def test_writers_sweep_by_themselves(app, api, monkeypatch):
     kept = make_map(api)  # this write's transaction sweeps
     with app.app_context():
         assert list(db.session.scalars(select(Event.map_id))) == [kept["id"]]
+
+
+def test_the_feed_is_described_in_the_openapi_document(client):
+    document = client.get("/api/v1/openapi.json").get_json()
+    described = document["paths"]["/events"]["get"]
+    assert described["operationId"] == "events_list_events"
+    assert {"400", "401", "403", "410", "429"} <= set(described["responses"])
+    assert "CURSOR_EXPIRED" in described["responses"]["410"]["description"]
+    assert {p["name"] for p in described["parameters"]} >= {"after", "limit", "mapId", "types"}
