@@ -74,6 +74,8 @@ def samples():
     yield "CreatedKeySchema", keys[0]
     yield "BulkResultSchema", {"created": locations, "count": len(locations)}
     yield "DeletedSchema", {"id": "x", "deleted": True}
+    event = {"id": "7", "type": "map.deleted", "created_at": utcnow(), "map_id": "m", "data": {}}
+    yield "EventFeedSchema", {"events": [event], "next": "7", "has_more": False}
     for name, statement in lists.items():
         yield f"{name}Schema", paginate(statement, page)
 
