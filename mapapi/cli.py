@@ -30,6 +30,7 @@ from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
 from .services import accounts as account_service
+from .services import events as event_service
 from .services.keys import issue_key, listed_keys, revoke_key
 from .storage.backup import BackupError, backup_sqlite
 from .storage.upgrade import apply_migrations, prepare_schema
@@ -366,6 +367,29 @@ def upgrade_command(revision):
         raise click.ClickException(database_failure(error)) from None
 
 
+@click.group("events")
+def events_group():
+    """The change feed's events."""
+
+
+@events_group.command("sweep")
+@operator_command
+def sweep_events():
+    """Delete the events older than MAPAPI_EVENTS_RETENTION_DAYS now.
+
+    `mapapi serve` sweeps by itself every few minutes while it records
+    events; this is for a database nobody writes to, or a cron job.
+    """
+    deleted = 0
+    while True:
+        batch = event_service.sweep()
+        db.session.commit()
+        deleted += batch
+        if batch < event_service.SWEEP_BATCH:
+            break
+    click.echo(f"{deleted} events deleted")
+
+
 @click.command("backup")
 @click.argument("path", type=click.Path(dir_okay=False))
 @with_appcontext
@@ -380,7 +404,7 @@ def backup_command(path):
 
 
 #: The operator's commands, on ``mapapi`` and on ``flask --app mapapi`` alike.
-COMMANDS = (serve_command, worker_command, accounts_group, keys_group)
+COMMANDS = (serve_command, worker_command, accounts_group, keys_group, events_group)
 
 
 @click.group("db")

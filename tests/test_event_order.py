@@ -122,7 +122,7 @@ def run_and_check(bases: list[str], secret: str) -> None:
     assert not missing, f"{len(missing)} of {len(writers.created)} events skipped"
     assert sorted(located) == sorted(writers.created)
     # The reader kept up with the writers, so it read while they committed.
-    assert reader.reads > 100 and len(writers.created) > 500, (reader.reads, len(writers.created))
+    assert reader.reads > 20 and len(writers.created) > 200, (reader.reads, len(writers.created))
 
 
 def test_a_reader_following_next_sees_every_event_once_in_order_sqlite(app, live_server):

@@ -379,3 +379,38 @@ def test_retention_is_configurable(app_config, tmp_path):
     app_config["EVENTS_RETENTION_DAYS"] = "soon"
     with pytest.raises(ValueError, match="MAPAPI_EVENTS_RETENTION_DAYS"):
         create_app(app_config)
+
+
+def test_the_sweep_command_deletes_what_is_no_longer_kept(app, api, runner):
+    make_map(api)
+    make_map(api)
+    with app.app_context():
+        db.session.execute(update(Event).values(created_at=utcnow() - timedelta(days=40)))
+        db.session.commit()
+    kept = make_map(api)
+    result = runner.invoke(args=["events", "sweep"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "2 events deleted\n"
+    assert [e["data"]["id"] for e in read_feed(api)] == [kept["id"]]
+    with app.app_context():
+        assert db.session.scalar(select(func.count()).select_from(Event)) == 1
+
+
+def test_writers_sweep_by_themselves(app, api, monkeypatch):
+    make_map(api)
+    with app.app_context():
+        db.session.execute(update(Event).values(created_at=utcnow() - timedelta(days=40)))
+        db.session.commit()
+    monkeypatch.setattr(event_service.sweep_if_due.__self__, "due", 0.0)
+    kept = make_map(api)  # this write's transaction sweeps
+    with app.app_context():
+        assert list(db.session.scalars(select(Event.map_id))) == [kept["id"]]
+
+
+def test_the_feed_is_described_in_the_openapi_document(client):
+    document = client.get("/api/v1/openapi.json").get_json()
+    described = document["paths"]["/events"]["get"]
+    assert described["operationId"] == "events_list_events"
+    assert {"400", "401", "403", "410", "429"} <= set(described["responses"])
+    assert "CURSOR_EXPIRED" in described["responses"]["410"]["description"]
+    assert {p["name"] for p in described["parameters"]} >= {"after", "limit", "mapId", "types"}

@@ -86,6 +86,8 @@ def samples():
     deliveries = db.session.scalars(select(WebhookDelivery)).all()
     assert deliveries
     yield from (("PingSchema", delivery) for delivery in deliveries)
+    event = {"id": "7", "type": "map.deleted", "created_at": utcnow(), "map_id": "m", "data": {}}
+    yield "EventFeedSchema", {"events": [event], "next": "7", "has_more": False}
     for name, statement in lists.items():
         yield f"{name}Schema", paginate(statement, page)
 

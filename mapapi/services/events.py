@@ -6,9 +6,9 @@ PostgreSQL's sequence) when it is inserted, but becomes visible only when
 its transaction commits, and transactions commit in any order: a reader
 asking for ``id > cursor`` could see 11 before 10 commits, move its cursor
 to 11 and never see 10. So the writers of one account take their event ids
-one transaction after the other: on PostgreSQL ``record`` first takes a
-transaction-level advisory lock named after the account, which is held
-until commit, so a transaction that took ids later commits later too.
+one transaction after the other: on PostgreSQL ``record``'s INSERT first
+takes a transaction-level advisory lock named after the account, which is
+held until commit, so a transaction that took ids later commits later too.
 SQLite has one writer at a time, so it needs nothing. ``record`` runs at
 the very end of a transaction (``journal.py``), so the lock is held for
 the insert and the commit only. docs/decisions.md says why this and not a
@@ -20,7 +20,16 @@ import time
 from datetime import timedelta
 
 from flask import current_app
-from sqlalchemy import bindparam, delete, func, insert, or_, select, text
+from sqlalchemy import (
+    String,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+)
 
 from ..contract.jsonprovider import RawJSON, encode
 from ..extensions import db
@@ -32,39 +41,49 @@ from ..timeutil import format_timestamp, utcnow
 PING = "ping"
 
 _events = Event.__table__
-_INSERT = insert(_events)
-_INSERT_ONE = insert(_events).returning(_events.c.id)
+_COLUMNS = ("account_id", "map_id", "type", "data", "created_at")
 # The first key of PostgreSQL's two-key advisory locks: this lock's family,
 # so that it never meets another lock of the same account's hash.
 _LOCK_FAMILY = int.from_bytes(b"evnt", "big")
-_ACCOUNT_LOCK = text("SELECT pg_advisory_xact_lock(:family, hashtext(:account_id))")
+_account_lock = select(
+    func.pg_advisory_xact_lock(
+        literal_column(str(_LOCK_FAMILY)), func.hashtext(bindparam("account_id", type_=String))
+    )
+).cte("account_lock")
+# On PostgreSQL the INSERT takes the lock itself (re-entrant within the
+# transaction), so recording costs one statement there as on SQLite.
+_INSERT = {
+    "sqlite": insert(_events),
+    "postgresql": insert(_events).from_select(
+        _COLUMNS,
+        select(*(bindparam(name, type_=_events.c[name].type) for name in _COLUMNS)).select_from(
+            _account_lock
+        ),
+    ),
+}
+_INSERT_ONE = {dialect: statement.returning(_events.c.id) for dialect, statement in _INSERT.items()}
 
 
 def record(account_id: str, changes: list[tuple[str, str | None, str]]) -> None:
     """Insert the events ``(type, map_id, data JSON text)`` of account
     ``account_id`` in the current transaction, in this order, in one
-    statement (an executemany: one call whatever their number).
+    statement (an executemany for several: one call whatever their number).
 
     Call it as late as possible in the transaction: on PostgreSQL it holds
     the account's event lock until the transaction ends.
     """
     if changes:
-        connection = _locked(account_id)
-        connection.execute(_INSERT, [_row(account_id, *change) for change in changes])
+        connection = db.session.connection()
+        rows = [_row(account_id, *change) for change in changes]
+        connection.execute(_INSERT[connection.dialect.name], rows[0] if len(rows) == 1 else rows)
 
 
 def record_one(account_id: str, type_: str, map_id: str | None, data: str) -> int:
     """``record`` for one event; its id."""
-    connection = _locked(account_id)
-    return connection.scalar(_INSERT_ONE, _row(account_id, type_, map_id, data))
-
-
-def _locked(account_id: str):
-    """The transaction's connection, holding account ``account_id``'s event lock."""
     connection = db.session.connection()
-    if connection.dialect.name == "postgresql":
-        connection.execute(_ACCOUNT_LOCK, {"family": _LOCK_FAMILY, "account_id": account_id})
-    return connection
+    return connection.scalar(
+        _INSERT_ONE[connection.dialect.name], _row(account_id, type_, map_id, data)
+    )
 
 
 def _row(account_id: str, type_: str, map_id: str | None, data: str) -> dict:
