@@ -23,6 +23,7 @@ from .loading import Loader, compile_loader
 from .serialization import Dumper, compile_dumper
 
 OPENAPI_VERSION = "3.1.0"
+JSON = "application/json"
 
 #: Path parameters by the contract's names (``:locId``, ``:catId``).
 PATH_PARAMETERS = {
@@ -76,10 +77,24 @@ class Operation:
     dump: Dumper
     #: ``body`` compiled: what ``body.load`` gives, faster (None: no body).
     load: Loader | None
+    #: The body's accepted media types.
+    body_media_types: tuple[str, ...] = (JSON,)
+    #: The success response's media type; any other than JSON is not
+    #: wrapped in ``{"data": ...}`` (the GeoJSON export).
+    media_type: str = JSON
 
 
-def operation(*, body=None, query=None, response, status=200, conflict=False):
-    """Declare a view's schemas (classes or instances) and success status."""
+def operation(
+    *,
+    body=None,
+    query=None,
+    response,
+    status=200,
+    conflict=False,
+    body_media_types=(JSON,),
+    media_type=JSON,
+):
+    """Declare a view's schemas (classes or instances), success status and media types."""
 
     def instance(schema):
         return schema() if isinstance(schema, type) else schema
@@ -93,6 +108,8 @@ def operation(*, body=None, query=None, response, status=200, conflict=False):
         conflict,
         compile_dumper(response),
         body and compile_loader(body),
+        tuple(body_media_types),
+        media_type,
     )
 
     def decorate(view):
@@ -227,16 +244,21 @@ def _describe(endpoint: str, view, path: str, method: str, operations) -> dict:
     if declared.body is not None:
         described["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": declared.body}},
+            "content": {
+                media_type: {"schema": declared.body} for media_type in declared.body_media_types
+            },
         }
     return described
 
 
 def _responses(declared: Operation, path: str, method: str, operations) -> dict:
+    schema = declared.response
+    if declared.media_type == JSON:
+        schema = _envelope(schema)
     success = {
         "description": "Success.",
         "headers": _headers(),
-        "content": {"application/json": {"schema": _envelope(declared.response)}},
+        "content": {declared.media_type: {"schema": schema}},
     }
     if declared.status == 201:
         links = _links(path, operations)
@@ -247,7 +269,7 @@ def _responses(declared: Operation, path: str, method: str, operations) -> dict:
         responses[str(status)] = {
             "description": f"{ERROR_DESCRIPTIONS[status]} Codes: {', '.join(ERROR_CODES[status])}.",
             "headers": _headers(retry_after=status == 429),
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            "content": {JSON: {"schema": {"$ref": "#/components/schemas/Error"}}},
         }
     return responses
 
