@@ -15,6 +15,7 @@ from .extensions import db, migrate
 from .http import hooks, ratelimit
 from .http.errors import register_error_handlers
 from .storage.database import configure_engine
+from .storage.search_indexes import include_object
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
 
@@ -59,7 +60,14 @@ def register_extensions(app: Flask) -> None:
     )
     db.init_app(app)
     # Batch mode: SQLite alters a table by copying it, which Alembic then does.
-    migrate.init_app(app, db, directory=MIGRATIONS, render_as_batch=True, compare_type=True)
+    migrate.init_app(
+        app,
+        db,
+        directory=MIGRATIONS,
+        render_as_batch=True,
+        compare_type=True,
+        include_object=include_object,
+    )
     with app.app_context():
         configure_engine(db.engine)
     ratelimit.init_app(app)

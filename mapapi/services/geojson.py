@@ -53,7 +53,7 @@ def export_features(map_id: str, chosen: Selection) -> Iterator[bytes]:
     sort_key = _c.pk if chosen.key is None else chosen.key
     page = (
         select(sort_key.label("sort_key"), *_FEATURE_COLUMNS)
-        .where(_c.map_id == map_id, *chosen.where)
+        .where(chosen.in_map(map_id), *chosen.where)
         .order_by(*chosen.order_by())
         .limit(EXPORT_CHUNK)
     )

@@ -10,7 +10,9 @@ Python's ``str.lower()`` does.
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, false, or_, select
+from sqlalchemy import Boolean, and_, false, or_, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from ..storage.models import (
     FOLDED_COLUMNS,
@@ -35,11 +37,25 @@ class Selection:
     where: tuple
     key: object
     descending: bool
+    #: Whether a filter names a category, tag or layer, whose own index finds
+    #: its few locations sooner than the map's index finds them among all.
+    by_id: bool = False
 
     @property
     def is_plain(self) -> bool:
         """Every location of the map, in creation order: the list's fast path."""
         return not self.where and self.key is None and not self.descending
+
+    def in_map(self, map_id: str):
+        """The condition ``map_id`` of all the selected locations.
+
+        SQLite, which has no statistics unless someone runs ANALYZE, would
+        otherwise walk the whole map's index and test each location against
+        a tag's few: 85 ms instead of 0.1 on 100,000 locations. PostgreSQL
+        has statistics and chooses by itself.
+        """
+        condition = _locations.c.map_id == map_id
+        return _likely(condition) if self.by_id else condition
 
     def order_by(self) -> tuple:
         pk = _locations.c.pk
@@ -74,6 +90,7 @@ def selection(query: dict) -> Selection:
         where=tuple(_conditions(query)),
         key=_SORT_KEYS[sort.removeprefix("-")],
         descending=sort.startswith("-"),
+        by_id=any(name in query for name in ("category_id", "tag_ids", "layer_id")),
     )
 
 
@@ -112,3 +129,23 @@ def _linked(table, column, value: str):
 
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class _likely(FunctionElement):
+    """A condition the planner should expect to hold for most rows, so that
+    it looks for a more selective index: SQLite's ``likely()``; elsewhere
+    the condition itself."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "likely"
+
+
+@compiles(_likely)
+def _plain(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(_likely, "sqlite")
+def _sqlite_likely(element, compiler, **kw):
+    return f"likely({compiler.process(element.clauses, **kw)})"

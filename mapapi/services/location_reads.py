@@ -182,7 +182,7 @@ def _selected_page(map_id: str, page: int, page_size: int, chosen: Selection) ->
     """A page of the locations ``chosen`` selects: one count, the page's keys
     in order, then their rows and layers by key."""
     connection = db.session.connection()
-    where = (_locations.c.map_id == map_id, *chosen.where)
+    where = (chosen.in_map(map_id), *chosen.where)
     total = connection.execute(select(func.count()).where(*where)).scalar_one()
     offset = (page - 1) * page_size
     locations = []

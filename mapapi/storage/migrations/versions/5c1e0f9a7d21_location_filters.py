@@ -6,7 +6,9 @@ updated_at, pk), the name sort by (map_id, name_folded, pk). The
 lower-cased copies are Python's ``str.lower()`` of name, description and
 address (what ``q`` matches, and what the name sort compares), filled in
 here for the rows that exist; compared by code point on PostgreSQL too
-(collation "C").
+(collation "C"). On PostgreSQL, trigram indexes of the copies serve
+``q`` (storage/search_indexes.py: they need the pg_trgm extension, which
+PostgreSQL's contrib package ships).
 
 Revision ID: 5c1e0f9a7d21
 Revises: 1dda07e0f1ae
@@ -56,6 +58,13 @@ def upgrade():
             ["map_id", "name_folded", "pk"],
             unique=False,
         )
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        for column in FOLDED:
+            op.execute(
+                f"CREATE INDEX ix_locations_{column}_trgm ON locations "
+                f"USING gin ({column} gin_trgm_ops)"
+            )
 
 
 def _fill_folded_columns():
@@ -96,6 +105,9 @@ def _fill_folded_columns():
 
 
 def downgrade():
+    if op.get_bind().dialect.name == "postgresql":
+        for column in FOLDED:
+            op.execute(f"DROP INDEX ix_locations_{column}_trgm")
     with op.batch_alter_table("locations", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_locations_map_id_name_folded_pk"))
         batch_op.drop_index(batch_op.f("ix_locations_map_id_updated_at_pk"))
