@@ -357,6 +357,17 @@ def test_foreign_members_of_the_collection_are_ignored(api, map_id):
     assert data_of(response, 201)["count"] == 1
 
 
+def test_other_members_are_unknown_fields(api, map_id):
+    body = {"type": "FeatureCollection", "features": [point_feature()], "extra": 1}
+    response = api.post(
+        f"/maps/{map_id}/locations/import", data=json.dumps(body), headers={"Content-Type": GEO}
+    )
+    assert validation_details(response) == {"extra": ["Unknown field."]}
+    feature = {**point_feature(), "style": {"color": "red"}}
+    details = validation_details(import_features(api, map_id, [feature]))
+    assert details == {"features": {"0": {"style": ["Unknown field."]}}}
+
+
 def test_import_of_an_unknown_map_is_not_found_before_validation(api):
     response = import_features(api, "AAAAAAAAAAAAAAAAAAAAAA", [None])
     assert response.status_code == 404 and error_code(response) == "NOT_FOUND"

@@ -74,6 +74,28 @@ def samples():
     yield "CreatedKeySchema", keys[0]
     yield "BulkResultSchema", {"created": locations, "count": len(locations)}
     yield "DeletedSchema", {"id": "x", "deleted": True}
+    yield "FeatureCollectionSchema", {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "id": loc.id,
+                "geometry": {"type": "Point", "coordinates": [loc.lng, loc.lat]},
+                "properties": {
+                    "name": loc.name,
+                    "description": loc.description,
+                    "address": loc.address,
+                    "category_id": loc.category_id,
+                    "tag_ids": loc.tag_ids,
+                    "layer_ids": [layer.id for layer in loc.layers],
+                    "properties": loc.properties,
+                    "created_at": loc.created_at,
+                    "updated_at": loc.updated_at,
+                },
+            }
+            for loc in locations
+        ],
+    }
     for name, statement in lists.items():
         yield f"{name}Schema", paginate(statement, page)
 

@@ -6,17 +6,19 @@ number, altitude, is ignored) and the location's fields in ``properties``.
 Any other property is the client's own data and joins the location's
 ``properties``. Errors are keyed the way the Feature is shaped:
 ``{"geometry": [...]}``, ``{"properties": {"name": [...]}}``.
-Members GeoJSON allows beside those (``id``, ``bbox``, a collection's
-``name`` or ``crs`` as QGIS writes them) are ignored.
+The members GeoJSON tools write beside those (a Feature's ``id`` and
+``bbox``, a collection's ``bbox``, and ``name`` and ``crs`` as QGIS writes
+them) are accepted and ignored; any other is an unknown field, as in every
+body of the API.
 """
 
 import math
 
 from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, validate
 
-from .fields import IdList, Timestamp
+from .fields import IdList, Ignored, Timestamp
 from .loading import compile_loader
-from .schemas import BULK_MAX, LocationInputSchema
+from .schemas import BULK_MAX, InputSchema, LocationInputSchema
 
 GEOJSON = "application/geo+json"
 #: The Feature properties the import reads as the location's fields, besides
@@ -92,22 +94,35 @@ class FeatureInputPropertiesSchema(Schema):
     properties = fields.Dict()
 
 
-class FeatureInputSchema(Schema):
-    class Meta:
-        unknown = INCLUDE
+#: The members of a Feature that the import reads, and those it ignores.
+FEATURE_MEMBERS = ("type", "geometry", "properties")
+IGNORED_FEATURE_MEMBERS = ("id", "bbox")
 
+
+class FeatureInputSchema(InputSchema):
     type = fields.String(required=True, metadata={"enum": ["Feature"]})
     geometry = fields.Nested(PointSchema, required=True)
-    properties = fields.Nested(FeatureInputPropertiesSchema, required=True)
+    properties = fields.Nested(FeatureInputPropertiesSchema, required=True, allow_none=True)
+    id = Ignored()
+    bbox = Ignored()
 
 
-class ImportInputSchema(Schema):
+class _CollectionMembers(InputSchema):
+    """What a FeatureCollection may hold besides its Features."""
+
+    type = fields.String(
+        required=True,
+        validate=validate.Equal("FeatureCollection", error='Must be "FeatureCollection".'),
+        metadata={"enum": ["FeatureCollection"]},
+    )
+    bbox = Ignored()
+    name = Ignored()
+    crs = Ignored()
+
+
+class ImportInputSchema(_CollectionMembers):
     """A FeatureCollection of 1 to 100 Features, each a location to create."""
 
-    class Meta:
-        unknown = INCLUDE
-
-    type = fields.String(required=True, metadata={"enum": ["FeatureCollection"]})
     features = fields.List(
         fields.Nested(FeatureInputSchema),
         required=True,
@@ -115,17 +130,10 @@ class ImportInputSchema(Schema):
     )
 
 
-class ImportEnvelopeSchema(Schema):
+class ImportEnvelopeSchema(_CollectionMembers):
     """The import body without its Features, which are read one by one so
     that one answer names every bad Feature, database checks included."""
 
-    class Meta:
-        unknown = EXCLUDE  # foreign members (name, crs, bbox) are ignored
-
-    type = fields.String(
-        required=True,
-        validate=validate.Equal("FeatureCollection", error='Must be "FeatureCollection".'),
-    )
     features = fields.List(
         fields.Raw(allow_none=True),
         required=True,
@@ -156,7 +164,11 @@ def read_feature(feature, name_property: str) -> tuple[dict | None, dict]:
     (loaded as a single create loads its body); ``(None, errors)`` for a bad one."""
     if not isinstance(feature, dict):
         return None, {"_schema": ["Must be a GeoJSON Feature object."]}
-    errors = {}
+    errors = {
+        member: ["Unknown field."]
+        for member in feature
+        if member not in FEATURE_MEMBERS and member not in IGNORED_FEATURE_MEMBERS
+    }
     if feature.get("type") != "Feature":
         errors["type"] = ['Must be "Feature".']
     raw = feature.get("properties")

@@ -60,7 +60,11 @@ class QueryIds(fields.Field):
 
     def __init__(self, maximum: int, **kwargs):
         self.maximum = maximum
-        metadata = {"type": "array", "items": {"type": "string"}, "maxItems": maximum}
+        metadata = {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "maxItems": maximum,
+        }
         super().__init__(metadata={**metadata, **kwargs.pop("metadata", {})}, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
