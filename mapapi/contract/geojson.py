@@ -46,6 +46,24 @@ class PointSchema(Schema):
     )
 
 
+class PointInputSchema(InputSchema):
+    type = fields.String(required=True, metadata={"enum": ["Point"]})
+    coordinates = fields.List(
+        fields.Float(),
+        required=True,
+        validate=validate.Length(2, 3),
+        metadata={
+            "description": "[longitude, latitude], or with an altitude (ignored).",
+            "prefixItems": [
+                {"type": "number", "minimum": -180, "maximum": 180},
+                {"type": "number", "minimum": -90, "maximum": 90},
+                {"type": "number"},
+            ],
+        },
+    )
+    bbox = Ignored()
+
+
 class FeaturePropertiesSchema(Schema):
     """A location's fields as a Feature's ``properties``."""
 
@@ -85,9 +103,12 @@ class FeatureInputPropertiesSchema(Schema):
     class Meta:
         unknown = INCLUDE
 
-    name = fields.String(metadata={"description": "Required, 1..200; or under nameProperty."})
-    description = fields.String()
-    address = fields.String()
+    name = fields.String(
+        validate=validate.Length(1, 200),
+        metadata={"description": "Required, 1..200; or under the key nameProperty names."},
+    )
+    description = fields.String(validate=validate.Length(0, 10_000))
+    address = fields.String(validate=validate.Length(0, 500))
     category_id = fields.String(data_key="categoryId", allow_none=True)
     tag_ids = fields.List(fields.String(), data_key="tagIds")
     layer_ids = fields.List(fields.String(), data_key="layerIds")
@@ -101,7 +122,7 @@ IGNORED_FEATURE_MEMBERS = ("id", "bbox")
 
 class FeatureInputSchema(InputSchema):
     type = fields.String(required=True, metadata={"enum": ["Feature"]})
-    geometry = fields.Nested(PointSchema, required=True)
+    geometry = fields.Nested(PointInputSchema, required=True)
     properties = fields.Nested(FeatureInputPropertiesSchema, required=True, allow_none=True)
     id = Ignored()
     bbox = Ignored()
@@ -231,6 +252,9 @@ def _coordinates(geometry) -> tuple:
         raise ValidationError("Must be a Point geometry object.")
     if geometry.get("type") != "Point":
         raise ValidationError('Must be a geometry of type "Point".')
+    unknown = sorted(set(geometry) - {"type", "coordinates", "bbox"})
+    if unknown:
+        raise ValidationError(f"Unknown member: {unknown[0]}.")
     coordinates = geometry.get("coordinates")
     if not isinstance(coordinates, list) or not 2 <= len(coordinates) <= 3:
         raise ValidationError(
