@@ -17,6 +17,7 @@ from .http.errors import register_error_handlers
 from .http.routing import IdConverter
 from .services import journal
 from .storage.database import configure_engine
+from .storage.search_indexes import include_object
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
 
@@ -66,7 +67,14 @@ def register_extensions(app: Flask) -> None:
     )
     db.init_app(app)
     # Batch mode: SQLite alters a table by copying it, which Alembic then does.
-    migrate.init_app(app, db, directory=MIGRATIONS, render_as_batch=True, compare_type=True)
+    migrate.init_app(
+        app,
+        db,
+        directory=MIGRATIONS,
+        render_as_batch=True,
+        compare_type=True,
+        include_object=include_object,
+    )
     with app.app_context():
         configure_engine(db.engine)
     journal.init_app(app)

@@ -28,7 +28,7 @@ WRITE_METHODS = {"POST", "PUT", "PATCH"}
 #: (rule, method) pairs under /api/v1 whose path holds ids, as of docs/api.md.
 #: A route added to the app changes this count: raise it, and give the route
 #: a body below if it writes.
-EXPECTED_ID_ROUTES = 31
+EXPECTED_ID_ROUTES = 33
 
 #: The resource each URL variable names, and so whose id goes in it.
 ID_KINDS = {
@@ -55,6 +55,20 @@ BODIES = {
     },
     ("POST", "/maps/<map_id>/locations/bulk"): lambda ids: {
         "locations": [{"name": "Intruder", "lat": 1, "lng": 2, "tagIds": [ids["tag"]]}] * 2
+    },
+    ("POST", "/maps/<map_id>/locations/import"): lambda ids: {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "geometry": {"type": "Point", "coordinates": [2, 1]},
+                "properties": {
+                    "name": "Intruder",
+                    "tagIds": [ids["tag"]],
+                    "layerIds": [ids["layer"]],
+                },
+            }
+        ],
     },
     ("PUT", "/maps/<map_id>/locations/<location_id>"): lambda ids: {
         "name": "Taken over",

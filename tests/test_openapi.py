@@ -13,6 +13,7 @@ CONTRACT_OPERATIONS = {
     ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),
     ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),
     ("POST", "/maps/{mapId}/locations/bulk"),
+    ("GET", "/maps/{mapId}/locations.geojson"), ("POST", "/maps/{mapId}/locations/import"),
     ("GET", "/maps/{mapId}/locations/{locId}"), ("PUT", "/maps/{mapId}/locations/{locId}"),
     ("DELETE", "/maps/{mapId}/locations/{locId}"),
     ("PUT", "/maps/{mapId}/locations/{locId}/layers"),

@@ -881,6 +881,9 @@ def test_every_write_route_of_the_app_is_generated(app):
         "tag_id": "tag",
         "layer_id": "layer",
     }
+    # The GeoJSON import's bodies are Features, not a resource's fields: its
+    # hostile input is tested Feature by Feature in test_geojson.py.
+    routes.discard(("POST", "/maps/{map_id}/locations/import"))
     # Webhook endpoints have no generators here yet: test_webhooks.py covers
     # their bodies field by field.
     generated = {

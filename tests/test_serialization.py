@@ -88,6 +88,28 @@ def samples():
     yield from (("PingSchema", delivery) for delivery in deliveries)
     event = {"id": "7", "type": "map.deleted", "created_at": utcnow(), "map_id": "m", "data": {}}
     yield "EventFeedSchema", {"events": [event], "next": "7", "has_more": False}
+    yield "FeatureCollectionSchema", {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "id": loc.id,
+                "geometry": {"type": "Point", "coordinates": [loc.lng, loc.lat]},
+                "properties": {
+                    "name": loc.name,
+                    "description": loc.description,
+                    "address": loc.address,
+                    "category_id": loc.category_id,
+                    "tag_ids": loc.tag_ids,
+                    "layer_ids": [layer.id for layer in loc.layers],
+                    "properties": loc.properties,
+                    "created_at": loc.created_at,
+                    "updated_at": loc.updated_at,
+                },
+            }
+            for loc in locations
+        ],
+    }
     for name, statement in lists.items():
         yield f"{name}Schema", paginate(statement, page)
 

@@ -1,11 +1,21 @@
-"""Locations of a map: single and bulk creation, updates, layer memberships."""
+"""Locations of a map: lists, single and bulk creation, updates, layer
+memberships, and GeoJSON out and in."""
 
-from flask import Blueprint
+from flask import Blueprint, current_app, stream_with_context
 from marshmallow import ValidationError
 
+from ..contract.geojson import (
+    GEOJSON,
+    FeatureCollectionSchema,
+    ImportEnvelopeSchema,
+    ImportInputSchema,
+    ImportQuerySchema,
+    read_feature,
+)
 from ..contract.loading import compile_loader
+from ..contract.location_query import LocationFilterSchema, LocationListQuerySchema
 from ..contract.openapi import operation
-from ..contract.pagination import PageQuerySchema, list_schema
+from ..contract.pagination import list_schema
 from ..contract.schemas import (
     BulkEnvelopeSchema,
     BulkInputSchema,
@@ -18,6 +28,8 @@ from ..contract.schemas import (
 from ..extensions import db
 from ..http.errors import not_found, settled, stringify_keys, validation_error
 from ..http.payload import load_body, load_query, respond, respond_dumped
+from ..services.geojson import export_features, import_locations, layer_errors
+from ..services.location_filters import selection
 from ..services.location_reads import location_page, read_location
 from ..services.locations import (
     LOCATION_LOADS,
@@ -36,15 +48,21 @@ bp = Blueprint("locations", __name__)
 
 _load_item = compile_loader(LocationInputSchema())
 _bulk_envelope = BulkEnvelopeSchema()
+_import_envelope = ImportEnvelopeSchema()
 
 
 @bp.get("/maps/<map_id>/locations")
-@operation(query=PageQuerySchema, response=list_schema("locations", LocationSchema))
+@operation(query=LocationListQuerySchema, response=list_schema("locations", LocationSchema))
 def list_locations(map_id):
-    """List a map's locations, with their tags and layers, in creation order."""
+    """List a map's locations, with their tags and layers, filtered and sorted.
+
+    Without filters and sort: every location, in creation order.
+    """
     map_ = read_map(map_id)
     query = load_query()
-    return respond_dumped(location_page(map_.id, query["page"], query["page_size"]))
+    return respond_dumped(
+        location_page(map_.id, query["page"], query["page_size"], selection(query))
+    )
 
 
 @bp.post("/maps/<map_id>/locations")
@@ -96,6 +114,73 @@ def _read_items() -> tuple[dict[int, dict], dict[int, dict]]:
             loaded[index] = _load_item(item)
         except ValidationError as error:
             errors[index] = stringify_keys(error.normalized_messages())
+    return loaded, errors
+
+
+@bp.get("/maps/<map_id>/locations.geojson")
+@operation(query=LocationFilterSchema, response=FeatureCollectionSchema, media_type=GEOJSON)
+def export_geojson(map_id):
+    """Export a map's locations as one GeoJSON FeatureCollection (RFC 7946).
+
+    Not paged and not wrapped in `data`: streamed, in the order `sort` asks,
+    with the list's filters. Each Feature is a Point `[lng, lat]`, its id the
+    location's, its properties the location's fields (`layerIds` by layer
+    order; `properties` the location's own object).
+    """
+    map_ = read_map(map_id)
+    chosen = selection(load_query())
+    features = stream_with_context(export_features(map_.id, chosen))
+    return current_app.response_class(features, mimetype=GEOJSON)
+
+
+@bp.post("/maps/<map_id>/locations/import")
+@operation(
+    query=ImportQuerySchema,
+    body=ImportInputSchema,
+    body_media_types=(GEOJSON, "application/json"),
+    response=BulkResultSchema,
+    status=201,
+)
+def import_geojson(map_id):
+    """Create 1 to 100 locations from a GeoJSON FeatureCollection: all of them or none.
+
+    Each Feature is a Point `[lng, lat]` whose properties are read as the
+    export writes them; any other property joins the location's
+    `properties`. `nameProperty` names the property read as the name. The
+    details of an error name every bad Feature by its index.
+    """
+    # Read before the map's lock is taken, as the bulk create does.
+    read_features = settled(_read_features)
+    map_ = owned_map(map_id)
+    loaded, errors = read_features()
+    indexes, items = list(loaded), list(loaded.values())
+    for found in (reference_errors(map_, items), layer_errors(map_, items)):
+        for position, item_errors in found.items():
+            errors.setdefault(indexes[position], {}).setdefault("properties", {}).update(
+                item_errors
+            )
+    if errors:
+        details = {str(index): errors[index] for index in sorted(errors)}
+        raise validation_error(
+            "Some Features are invalid; none was created.", {"features": details}
+        )
+    created = import_locations(map_, items)
+    db.session.commit()
+    return respond({"created": created, "count": len(created)})
+
+
+def _read_features() -> tuple[dict[int, dict], dict[int, dict]]:
+    """The import's valid Features read as location inputs, and the errors
+    of the others, by index."""
+    name_property = load_query()["name_property"]
+    features = load_body(schema=_import_envelope)["features"]
+    loaded, errors = {}, {}
+    for index, feature in enumerate(features):
+        item, item_errors = read_feature(feature, name_property)
+        if item_errors:
+            errors[index] = item_errors
+        else:
+            loaded[index] = item
     return loaded, errors
 
 

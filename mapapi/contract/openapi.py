@@ -22,6 +22,7 @@ from .loading import Loader, compile_loader
 from .serialization import Dumper, compile_dumper
 
 OPENAPI_VERSION = "3.1.0"
+JSON = "application/json"
 
 #: Path parameters by the contract's names (``:locId``, ``:catId``).
 PATH_PARAMETERS = {
@@ -151,10 +152,25 @@ class Operation:
     dump: Dumper
     #: ``body`` compiled: what ``body.load`` gives, faster (None: no body).
     load: Loader | None
+    #: The body's accepted media types.
+    body_media_types: tuple[str, ...] = (JSON,)
+    #: The success response's media type; any other than JSON is not
+    #: wrapped in ``{"data": ...}`` (the GeoJSON export).
+    media_type: str = JSON
 
 
-def operation(*, body=None, query=None, response, status=200, conflict=False, errors=()):
-    """Declare a view's schemas (classes or instances) and success status."""
+def operation(
+    *,
+    body=None,
+    query=None,
+    response,
+    status=200,
+    conflict=False,
+    errors=(),
+    body_media_types=(JSON,),
+    media_type=JSON,
+):
+    """Declare a view's schemas (classes or instances), success status and media types."""
 
     def instance(schema):
         return schema() if isinstance(schema, type) else schema
@@ -169,6 +185,8 @@ def operation(*, body=None, query=None, response, status=200, conflict=False, er
         tuple(errors),
         compile_dumper(response),
         body and compile_loader(body),
+        tuple(body_media_types),
+        media_type,
     )
 
     def decorate(view):
@@ -390,7 +408,10 @@ def _describe(endpoint: str, view, path: str, method: str, operations) -> dict:
         example = BODY_EXAMPLES.get(_schema_name(declared.body))
         if example is not None:
             media["example"] = example
-        described["requestBody"] = {"required": True, "content": {"application/json": media}}
+        described["requestBody"] = {
+            "required": True,
+            "content": {media_type: dict(media) for media_type in declared.body_media_types},
+        }
     return described
 
 
@@ -416,12 +437,15 @@ def _guards_resource(path: str, operations) -> bool:
 
 
 def _responses(declared: Operation, path: str, method: str, operations, conditions) -> dict:
+    schema = declared.response
+    if declared.media_type == JSON:
+        schema = _envelope(schema)
     success = {
         "description": "Success.",
         "headers": _headers(
             etag=answers_one_resource(declared), replayed="IdempotencyKey" in conditions
         ),
-        "content": {"application/json": {"schema": _envelope(declared.response)}},
+        "content": {declared.media_type: {"schema": schema}},
     }
     if declared.status == 201:
         links = _links(path, operations)
@@ -448,7 +472,7 @@ def _responses(declared: Operation, path: str, method: str, operations, conditio
         responses[str(status)] = {
             "description": f"{description} Codes: {', '.join(codes)}.",
             "headers": headers,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            "content": {JSON: {"schema": {"$ref": "#/components/schemas/Error"}}},
         }
     return responses
 

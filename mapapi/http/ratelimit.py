@@ -37,6 +37,7 @@ BUCKET_SETTINGS = {
 ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
+    "locations.import_geojson": "bulk",
 }
 
 

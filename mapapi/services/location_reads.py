@@ -28,6 +28,7 @@ from ..contract.serialization import compile_dumper
 from ..extensions import db
 from ..storage.models import Layer, Location, LocationTag, location_layers
 from ..storage.sqlformat import api_timestamp, exact_float, json_rows
+from .location_filters import Selection
 
 _RELATIONS = ("tag_ids", "layers")  # the fields that are not columns of the row
 # A tag's position (below IDS_MAX) plus this has as many digits as this.
@@ -91,7 +92,7 @@ _page_keys = (
 # id), and its layer ids as "id,...": in no particular order (SQLite 3.40
 # cannot order inside an aggregate), put in order in Python. Ids never
 # hold ",".
-_TAG_LINKS = (
+TAG_LINKS = (
     select(
         func.aggregate_strings(
             cast(_links.c.position + _POSITION_OFFSET, String) + _links.c.tag_id, ","
@@ -100,12 +101,12 @@ _TAG_LINKS = (
     .where(_links.c.location_id == _locations.c.id)
     .scalar_subquery()
 )
-_LAYER_IDS = (
+LAYER_IDS = (
     select(func.aggregate_strings(location_layers.c.layer_id, ","))
     .where(location_layers.c.location_id == _locations.c.id)
     .scalar_subquery()
 )
-_ROW = (_locations.c.pk, _TAG_LINKS, _LAYER_IDS, *_LOCATION.columns)
+_ROW = (_locations.c.pk, TAG_LINKS, LAYER_IDS, *_LOCATION.columns)
 _PAGE = (
     select(*_ROW)
     .join_from(_locations, _page_keys, _locations.c.pk == _page_keys.c.pk)
@@ -137,20 +138,42 @@ _LAYERS = select(*_LAYER.columns).where(
 )
 
 
+# A filtered or sorted page: its keys first (from the filter's index), then
+# its rows and their layers by those keys.
+_BY_PKS = (
+    select(*_ROW)
+    .where(_locations.c.pk.in_(bindparam("pks", expanding=True)))
+    .order_by(_locations.c.pk)
+)
+_LAYERS_BY_PKS = select(*_LAYER.columns).where(
+    _layers.c.id.in_(
+        select(location_layers.c.layer_id)
+        .join_from(_locations, location_layers, location_layers.c.location_id == _locations.c.id)
+        .where(_locations.c.pk.in_(bindparam("pks", expanding=True)))
+    )
+)
+
+
 def _as_json(statement):
     """``statement`` answered in one row, the JSON text of its rows (SQLite)."""
     rows = statement.subquery()
     return select(json_rows(*(exact_float(c) if isinstance(c.type, Float) else c for c in rows.c)))
 
 
-_AS_JSON = {statement: _as_json(statement) for statement in (_PAGE, _ONE, _SOME, _LAYERS)}
+_AS_JSON = {
+    statement: _as_json(statement)
+    for statement in (_PAGE, _ONE, _SOME, _LAYERS, _BY_PKS, _LAYERS_BY_PKS)
+}
 _dump_pagination = compile_dumper(PaginationSchema())
 _by_first = itemgetter(0)
 _by_order = itemgetter("order")
 
 
-def location_page(map_id: str, page: int, page_size: int) -> dict:
-    """``{"locations": [...], "pagination": {...}}`` of map ``map_id``, dumped."""
+def location_page(map_id: str, page: int, page_size: int, chosen: Selection | None = None) -> dict:
+    """``{"locations": [...], "pagination": {...}}`` of map ``map_id``, dumped:
+    the locations ``chosen`` selects, in its order (all, by creation, if None)."""
+    if chosen is not None and not chosen.is_plain:
+        return _selected_page(map_id, page, page_size, chosen)
     connection = db.session.connection()
     total = connection.execute(_COUNT, {"map_id": map_id}).scalar_one()
     offset = (page - 1) * page_size
@@ -160,6 +183,26 @@ def location_page(map_id: str, page: int, page_size: int) -> dict:
         rows = _rows(connection, _PAGE, params)
     return {
         "locations": _with_relations(connection, map_id, rows),
+        "pagination": _dump_pagination(page_info(total, page, page_size)),
+    }
+
+
+def _selected_page(map_id: str, page: int, page_size: int, chosen: Selection) -> dict:
+    """A page of the locations ``chosen`` selects: one count, the page's keys
+    in order, then their rows and layers by key."""
+    connection = db.session.connection()
+    where = (chosen.in_map(map_id), *chosen.where)
+    total = connection.execute(select(func.count()).where(*where)).scalar_one()
+    offset = (page - 1) * page_size
+    locations = []
+    if offset < total:
+        keys = select(_locations.c.pk).where(*where).order_by(*chosen.order_by())
+        pks = connection.scalars(keys.limit(page_size).offset(offset)).all()
+        position = {pk: index for index, pk in enumerate(pks)}
+        rows = sorted(_rows(connection, _BY_PKS, {"pks": pks}), key=lambda row: position[row[0]])
+        locations = _with_layers(rows, _rows(connection, _LAYERS_BY_PKS, {"pks": pks}))
+    return {
+        "locations": locations,
         "pagination": _dump_pagination(page_info(total, page, page_size)),
     }
 
@@ -200,13 +243,19 @@ def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
     if not rows:
         return []
     on_page = {"map_id": map_id, "first": rows[0][0], "last": rows[-1][0]}
+    return _with_layers(rows, _rows(connection, _LAYERS, on_page))
+
+
+def _with_layers(rows: list, layer_rows: list) -> list[dict]:
+    """The locations of ``rows``, in their order, as dicts with their tag ids
+    and their layers, from ``layer_rows`` (every layer any of them is on)."""
     layers = {  # each layer dumped once, shared by its locations
-        values[_LAYER_ID]: _LAYER.dump(values) for values in _rows(connection, _LAYERS, on_page)
+        values[_LAYER_ID]: _LAYER.dump(values) for values in layer_rows
     }
     locations = []
     for _pk, tag_links, layer_ids, *values in rows:
         location = _LOCATION.dump(values)
-        location["tagIds"] = _tag_ids(tag_links)
+        location["tagIds"] = tag_ids(tag_links)
         location["layers"] = sorted(
             (layers[layer_id] for layer_id in layer_ids.split(",")) if layer_ids else (),
             key=_by_order,
@@ -215,7 +264,7 @@ def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
     return locations
 
 
-def _tag_ids(tag_links: str | None) -> list[str]:
+def tag_ids(tag_links: str | None) -> list[str]:
     """``"1001b,1000a"`` -> ``["a", "b"]``: the tag ids in the order the client gave."""
     if not tag_links:
         return []

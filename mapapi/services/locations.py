@@ -11,6 +11,7 @@ from sqlalchemy.orm import selectinload
 from ..extensions import db
 from ..http.errors import not_found, validation_error
 from ..storage.models import (
+    FOLDED_COLUMNS,
     Category,
     Layer,
     Location,
@@ -32,7 +33,12 @@ LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers
 _locations = Location.__table__
 _INSERT_LOCATION = insert(_locations)
 _INSERT_TAG_LINK = insert(LocationTag.__table__)
-_LOCATION_COLUMNS = tuple(column.name for column in _locations.columns if column.name != "pk")
+# The lower-cased copies are left out: the column defaults write them.
+_LOCATION_COLUMNS = tuple(
+    column.name
+    for column in _locations.columns
+    if column.name != "pk" and column.name not in FOLDED_COLUMNS
+)
 # A location and its layer ids, one row per layer (one row with no layer id
 # when it is on none): it exists, and what its memberships are, at once.
 _LOCATION_LAYER_IDS = (
@@ -71,8 +77,8 @@ def reference_errors(map_: Map, items: list[dict]) -> dict[int, dict]:
     """Field errors, by item index, for references outside ``map_``."""
     category_ids = {item["category_id"] for item in items if item.get("category_id") is not None}
     tag_ids = {tag_id for item in items for tag_id in item.get("tag_ids", ())}
-    known_categories = _existing_ids(Category, map_, category_ids)
-    known_tags = _existing_ids(Tag, map_, tag_ids)
+    known_categories = existing_ids(Category, map_, category_ids)
+    known_tags = existing_ids(Tag, map_, tag_ids)
     errors = {}
     for index, item in enumerate(items):
         item_errors = {}
@@ -165,7 +171,7 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
     location, its tags and its layers as objects only to compute this
     difference at flush.
     """
-    found = _existing_ids(Layer, map_, set(layer_ids))
+    found = existing_ids(Layer, map_, set(layer_ids))
     unknown = [layer_id for layer_id in layer_ids if layer_id not in found]
     if unknown:
         raise validation_error(
@@ -209,7 +215,7 @@ def remove_location(location: Location) -> None:
     db.session.execute(delete(_locations).where(_locations.c.pk == location.pk))
 
 
-def _existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
+def existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
     """Which of ``ids`` are ``model`` rows of ``map_``."""
     ids = [value for value in ids if could_be_id(value)]
     if not ids:

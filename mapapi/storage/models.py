@@ -29,6 +29,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    event,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -247,11 +248,45 @@ location_layers = db.Table(
 )
 
 
+#: Text compared by code point: SQLite's default; PostgreSQL's "C" collation
+#: (a database's own collation would order by language rules instead).
+CodePointText = Text().with_variant(Text(collation="C"), "postgresql")
+#: Each searchable text column of a location and its lower-cased copy.
+FOLDED_COLUMNS = {
+    "name_folded": "name",
+    "description_folded": "description",
+    "address_folded": "address",
+}
+
+
+def fold(text: str) -> str:
+    """Text as the filters compare it: Python's ``str.lower()``, the rule of the
+    API, which neither database's ``LOWER()`` follows for every character."""
+    return text.lower()
+
+
+def _folded(source: str) -> Mapped[str]:
+    """``source`` lower-cased, stored: written with the row by any INSERT
+    that leaves it out (Core's executemany included), kept in step by an
+    ORM update (``_refold``)."""
+
+    def default(context) -> str:
+        return fold(context.get_current_parameters().get(source) or "")
+
+    return mapped_column(CodePointText, nullable=False, default=default)
+
+
 class Location(Timestamped, db.Model):
     __tablename__ = "locations"
     # A map's locations in creation order, straight from the index: a page
     # deep into a big map walks index entries only (location_reads.py).
-    __table_args__ = (Index(None, "map_id", "pk"),)
+    # The others serve the list's filters and sorts (location_filters.py).
+    __table_args__ = (
+        Index(None, "map_id", "pk"),
+        Index(None, "map_id", "lat", "lng"),
+        Index(None, "map_id", "updated_at", "pk"),
+        Index(None, "map_id", "name_folded", "pk"),
+    )
 
     pk: Mapped[int] = _pk()
     id: Mapped[str] = _public_id()
@@ -265,6 +300,9 @@ class Location(Timestamped, db.Model):
         ForeignKey("categories.id", ondelete="SET NULL"), index=True
     )
     properties: Mapped[dict[str, Any]] = mapped_column(JSONDocument, nullable=False, default=dict)
+    name_folded: Mapped[str] = _folded("name")
+    description_folded: Mapped[str] = _folded("description")
+    address_folded: Mapped[str] = _folded("address")
 
     # Lists of locations dump both relations: load them with selectinload
     # (one statement each per page), never lazily per row.
@@ -397,3 +435,9 @@ class WebhookDelivery(db.Model):
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
     claim: Mapped[str | None] = mapped_column(String(32))
+
+
+@event.listens_for(Location, "before_update")
+def _refold(_mapper, _connection, location: Location) -> None:
+    for folded, source in FOLDED_COLUMNS.items():
+        setattr(location, folded, fold(getattr(location, source)))
