@@ -22,6 +22,7 @@ from .config import bootstrap_enabled
 from .contract.schemas import SCOPES
 from .extensions import db
 from .http.errors import APIError
+from .mcp.command import mcp_command
 from .services import accounts as account_service
 from .services.keys import issue_key, listed_keys, revoke_key
 from .storage.backup import BackupError, backup_sqlite
@@ -259,3 +260,5 @@ main = FlaskGroup(
     add_default_commands=False,
     load_dotenv=False,
 )
+# A client of a running service: it needs no app, no database.
+main.add_command(mcp_command)
