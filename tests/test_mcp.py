@@ -408,3 +408,73 @@ def test_without_a_key_it_refuses_to_start(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("MAPAPI_KEY is not set")
     assert "Traceback" not in done.stderr
+
+
+class LosingProxy:
+    """An HTTP proxy on 127.0.0.1 that forwards every request to the service but
+    drops the answer of the first POST: the write happens, its answer is lost."""
+
+    def __init__(self, target: str):
+        import http.server
+        import threading
+
+        proxy = self
+        self.posts = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.forward("GET")
+
+            def do_POST(self):
+                self.forward("POST")
+
+            def forward(self, method):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                answer = requests.request(
+                    method, target + self.path, headers=headers, data=body, timeout=10
+                )
+                if method == "POST":
+                    proxy.posts.append(self.headers.get("Idempotency-Key"))
+                    if len(proxy.posts) == 1:
+                        self.close_connection = True
+                        return  # the answer is lost on the way back
+                self.send_response(answer.status_code)
+                for name, value in answer.headers.items():
+                    if name.lower() not in (
+                        "content-length",
+                        "transfer-encoding",
+                        "connection",
+                    ):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, *_args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_lost_answer_is_retried_with_the_same_key_and_creates_once(service, tmp_path):
+    proxy = LosingProxy(service.base)
+
+    async def session():
+        async with agent_session(tmp_path, proxy.url, service.write_key) as agent:
+            return await agent.data("create_map", body={"title": "Created once"})
+
+    try:
+        made = run(session)
+    finally:
+        proxy.close()
+    assert len(proxy.posts) == 2 and proxy.posts[0] == proxy.posts[1] is not None
+    maps = http(service, service.write_key, "GET", "/maps").json()["data"]["maps"]
+    assert [item["id"] for item in maps] == [made["id"]]
