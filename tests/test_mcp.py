@@ -267,26 +267,39 @@ def test_an_agent_session_matches_the_http_api(service, tmp_path):
                 body={"layerIds": [layer["id"]]},
             )
             assert [item["id"] for item in on_layer["layers"]] == [layer["id"]]
-            listed = await agent.data(
-                "list_locations", mapId=map_id, pageSize=2, page=1
-            )
-            assert (
-                listed
-                == http(
-                    service,
-                    key,
-                    "GET",
-                    f"/maps/{map_id}/locations",
-                    params={"pageSize": 2},
-                ).json()["data"]
-            )
+            listed = await agent.data("list_locations", mapId=map_id, pageSize=2, page=1)
+            assert listed == http(
+                service, key, "GET", f"/maps/{map_id}/locations", params={"pageSize": 2}
+            ).json()["data"]
+            # The two places east of -9.146, by a bbox around them.
+            bbox = "-9.1460,38.7100,-9.1430,38.7150"
+            found = await agent.data("list_locations", mapId=map_id, bbox=bbox)
+            assert [item["name"] for item in found["locations"]] == [
+                "Fábrica",
+                "Copenhagen Coffee Lab",
+            ]
+            assert found == http(
+                service, key, "GET", f"/maps/{map_id}/locations", params={"bbox": bbox}
+            ).json()["data"]
             fetched = await agent.data("get_location", mapId=map_id, locId=first)
-            assert (
-                fetched
-                == http(
-                    service, key, "GET", f"/maps/{map_id}/locations/{first}"
-                ).json()["data"]
-            )
+            assert fetched == http(
+                service, key, "GET", f"/maps/{map_id}/locations/{first}"
+            ).json()["data"]
+            exported = await agent.data("export_geojson", mapId=map_id)
+            assert exported["type"] == "FeatureCollection"
+            assert exported == http(service, key, "GET", f"/maps/{map_id}/locations.geojson").json()
+            assert exported["features"][0]["properties"]["layerIds"] == [layer["id"]]
+            events = await agent.data("list_events", mapId=map_id, limit=100)
+            assert events == http(
+                service, key, "GET", "/events", params={"mapId": map_id, "limit": 100}
+            ).json()["data"]
+            assert [event["type"] for event in events["events"]][:5] == [
+                "map.created",
+                "location.created",
+                "location.created",
+                "location.created",
+                "layer.created",
+            ]
             gone = await agent.data("delete_layer", mapId=map_id, layerId=layer["id"])
             assert gone == {"id": layer["id"], "deleted": True}
             return agent.errlog
