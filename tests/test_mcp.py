@@ -17,82 +17,28 @@ import requests
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from sqlalchemy.engine import make_url
 
 from mapapi.mcp.tools import EXCLUDED_PREFIXES, build_tools, tool_name
 
-from . import backends
-from .helpers import ServeProcess, free_port, mapapi_program
+from .helpers import checked, free_port, mapapi_program, run_mapapi, served_mapapi
 
 API = "/api/v1"
-OWNER = "agent@example.com"
-
-
-def run_mapapi(env: dict, cwd: Path, *args) -> str:
-    done = subprocess.run(
-        [mapapi_program(), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 @pytest.fixture
-def service(tmp_path, app_config):
-    """A live ``mapapi serve`` with an account, a READ_WRITE and a READ_ONLY key."""
-    instance = tmp_path / "instance"
-    instance.mkdir()
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith("MAPAPI_")
-    }
-    database_url = app_config["SQLALCHEMY_DATABASE_URI"]
-    on_postgres = make_url(database_url).get_backend_name() == "postgresql"
-    if on_postgres:
-        database_url = backends.create_postgres_database()
-        (instance / "config.py").write_text(
-            f"RATELIMIT_KEY_PREFIX = {backends.unique_prefix()!r}\n"
-        )
-        env["MAPAPI_RATELIMIT_STORAGE_URI"] = app_config["RATELIMIT_STORAGE_URI"]
-    env.update(
-        MAPAPI_DATABASE_URL=database_url,
-        MAPAPI_INSTANCE_PATH=str(instance),
-        MAPAPI_BOOTSTRAP="0",
-        MAPAPI_RATELIMIT_MAP_CREATE="3 per hour",
-    )
-    server = None
-    try:
-        run_mapapi(env, tmp_path, "db", "upgrade")
-        run_mapapi(env, tmp_path, "accounts", "create", OWNER)
-        write_key = run_mapapi(
-            env, tmp_path, "keys", "create", OWNER, "--name", "agent"
-        )
-        read_key = run_mapapi(
-            env,
-            tmp_path,
-            "keys",
-            "create",
-            OWNER,
-            "--name",
-            "reader",
-            "--scope",
-            "READ_ONLY",
-        )
-        server = ServeProcess(env, tmp_path, "serve")
-        server.wait_until_up()
-        server.write_key, server.read_key = write_key, read_key
+def service(tmp_path):
+    """A live ``mapapi serve`` (map creation limited to 3 an hour) with its
+    first-run READ_WRITE key, and a READ_ONLY key of the same account."""
+    with served_mapapi(tmp_path, MAPAPI_RATELIMIT_MAP_CREATE="3 per hour") as (server, key):
+        env = server.env
+        server.write_key = key
+        server.read_key = checked(
+            run_mapapi(
+                env, tmp_path, "keys", "create", "local@localhost", "--name", "reader",
+                "--scope", "READ_ONLY",
+            )
+        ).strip()  # fmt: skip
         yield server
-    finally:
-        if server is not None:
-            server.stop()
-        if on_postgres:
-            backends.drop_postgres_database(database_url)
 
 
 class Agent:
@@ -153,8 +99,8 @@ def resolved(schema, document):
     """The test's own $ref resolution, to compare with the server's."""
     if isinstance(schema, dict):
         if "$ref" in schema:
-            name = schema["$ref"].rsplit("/", 1)[1]
-            return resolved(document["components"]["schemas"][name], document)
+            _, _, kind, name = schema["$ref"].split("/")
+            return resolved(document["components"][kind][name], document)
         return {key: resolved(value, document) for key, value in schema.items()}
     if isinstance(schema, list):
         return [resolved(item, document) for item in schema]
@@ -183,7 +129,7 @@ def test_every_tool_schema_is_its_operations_own(service, tmp_path):
             schema = tool.input_schema
             parameters = [
                 p
-                for p in item.get("parameters", []) + operation.get("parameters", [])
+                for p in resolved(item.get("parameters", []) + operation.get("parameters", []), document)
                 if p["in"] in ("path", "query")
             ]
             expected = {p["name"]: resolved(p["schema"], document) for p in parameters}
@@ -453,12 +399,10 @@ class LosingProxy:
                         self.close_connection = True
                         return  # the answer is lost on the way back
                 self.send_response(answer.status_code)
+                # requests has decoded the body: its encoding headers no longer hold.
+                dropped = ("content-length", "content-encoding", "transfer-encoding", "connection")
                 for name, value in answer.headers.items():
-                    if name.lower() not in (
-                        "content-length",
-                        "transfer-encoding",
-                        "connection",
-                    ):
+                    if name.lower() not in dropped:
                         self.send_header(name, value)
                 self.send_header("Content-Length", str(len(answer.content)))
                 self.end_headers()
