@@ -36,6 +36,7 @@ from limits.strategies import MovingWindowRateLimiter
 
 API = "/api/v1"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+SEND_A_KEY = "`Authorization: Bearer <key>`"
 DIGITS = re.compile(r"[0-9]+")
 
 app = Flask("floor")
@@ -144,12 +145,14 @@ def authenticate():
     now = datetime.now(UTC).replace(tzinfo=None)
     failure = None
     if not header:
-        failure = ("MISSING_API_KEY", "An API key is required.", 'Bearer realm="mapapi"')
+        failure = ("MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.",
+                   'Bearer realm="mapapi"')
     elif key is None or key[3] is not None:
-        failure = ("INVALID_API_KEY", "The API key is not valid.",
+        failure = ("INVALID_API_KEY", "The API key is not valid (malformed, unknown or revoked): "
+                   f"send a current key as {SEND_A_KEY}.",
                    'Bearer realm="mapapi", error="invalid_token"')
     elif key[2] is not None and moment(key[2]) <= now:
-        failure = ("API_KEY_EXPIRED", "This API key has expired.",
+        failure = ("API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}.",
                    'Bearer realm="mapapi", error="invalid_token"')
     identity = f"account:{key[5]}" if failure is None else f"address:{request.remote_addr}"
     count(identity)
@@ -181,7 +184,9 @@ def count(identity: str) -> None:
 
 
 def answer(status: int, body: bytes, headers=None) -> Response:
-    response = Response(body + b"\n", status=status, content_type="application/json")
+    if body and not body.endswith(b"\n"):
+        body += b"\n"
+    response = Response(body, status=status, content_type="application/json")
     amount, remaining, reset = request.environ["floor.limit"]
     response.headers["X-RateLimit-Limit"] = str(amount)
     response.headers["X-RateLimit-Remaining"] = str(remaining)
@@ -242,7 +247,11 @@ def get_map(map_id):
     row = database.read(lambda execute: execute(MAP, map_id, account_id).fetchone())
     if row is None:
         raise map_not_found()
-    return answer(200, orjson.dumps({"data": map_json(row)}))
+    body = orjson.dumps({"data": map_json(row)}) + b"\n"
+    etag = hashlib.blake2b(body, digest_size=16).hexdigest()  # mapapi's strong ETag
+    if request.if_none_match.contains_weak(etag):
+        return answer(304, b"", {"ETag": f'"{etag}"'})
+    return answer(200, body, {"ETag": f'"{etag}"'})
 
 
 LOCATIONS = """

@@ -34,6 +34,7 @@ from sqlalchemy.orm import (
 )
 
 API = "/api/v1"
+SEND_A_KEY = "`Authorization: Bearer <key>`"
 
 
 # --- models ------------------------------------------------------------------------------
@@ -235,14 +236,21 @@ def current_account(
 ) -> Account:
     scheme, _, token = authorization.strip().partition(" ")
     if not authorization.strip():
-        raise APIError(401, "MISSING_API_KEY", "An API key is required.")
+        raise APIError(401, "MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.")
     digest = hashlib.sha256(token.strip().encode()).hexdigest()
     key = db.scalars(select(ApiKey).where(ApiKey.secret_hash == digest)).first()
     now = datetime.now(UTC).replace(tzinfo=None)
     if scheme.lower() != "bearer" or key is None or key.revoked_at is not None:
-        raise APIError(401, "INVALID_API_KEY", "The API key is not valid.")
+        raise APIError(
+            401,
+            "INVALID_API_KEY",
+            f"The API key is not valid (malformed, unknown or revoked): send a current key as "
+            f"{SEND_A_KEY}.",
+        )
     if key.expires_at is not None and key.expires_at <= now:
-        raise APIError(401, "API_KEY_EXPIRED", "This API key has expired.")
+        raise APIError(
+            401, "API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}."
+        )
     account = key.account
     if account.plan != "pro" or (account.plan_until is not None and account.plan_until <= now):
         raise APIError(403, "PRO_SUBSCRIPTION_REQUIRED", "The API needs an active Pro plan.")
