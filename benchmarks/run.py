@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     names = backends(options)
     wrk = ensure_wrk() if options.profile is None else None
     # mapapi's scenarios and the references'; the bare view is measured before and after each
-    scenarios = 8 + (0 if options.no_references else 6)
+    scenarios = 15 + (0 if options.no_references else 6)
     per_run = scenarios * (options.duration + options.warmup + options.bare_duration)
     slots = len(names) * options.runs * (per_run + options.bare_duration + options.warmup)
     if options.profile is None:

@@ -15,6 +15,7 @@ from .settings import (
     LOCATIONS_PER_MAP,
     MAPS_PER_ACCOUNT,
     RAISED_LIMIT,
+    RARE_TAG_LOCATIONS,
     progress,
 )
 
@@ -38,6 +39,8 @@ class Seeded:
     big: SeededMap  # the 100,000 locations
     layer_sets: list[list[str]]  # the membership sets PUT cycles through
     counts: dict[str, int]
+    big_point: tuple[float, float]  # (lng, lat) of the big map's first location
+    rare_tag: str  # a tag of the big map on RARE_TAG_LOCATIONS of its locations
 
 
 CITIES = [
@@ -188,6 +191,18 @@ class Seeder:
             self.counts["location_tags"] += len(tag_links)
             self.counts["location_layers"] += len(layer_links)
 
+    def add_rare_tag(self, seeded: SeededMap) -> str:
+        """One more tag, on a few of the map's locations: a filter that selects little."""
+        (tag_id,) = self.add_children(
+            self.models.Tag.__table__, seeded.id, [{"name": "Rare find", "color": None}]
+        )
+        links = [
+            {"location_id": location_id, "tag_id": tag_id, "position": 9}
+            for location_id in seeded.location_ids[:: len(seeded.location_ids) // RARE_TAG_LOCATIONS]
+        ][:RARE_TAG_LOCATIONS]
+        self.insert(self.models.LocationTag.__table__, links)
+        return tag_id
+
     def location_row(self, seeded: SeededMap, where: tuple) -> dict:
         lat, lng, city = where
         rng = self.rng
@@ -254,6 +269,8 @@ def create_schema(app) -> None:
 
 def seed_database(database_url: str) -> Seeded:
     """Accounts and keys through the app's services, the rest in bulk."""
+    from sqlalchemy import select
+
     from mapapi.extensions import db
     from mapapi.services import accounts
     from mapapi.services.keys import issue_key
@@ -277,6 +294,11 @@ def seed_database(database_url: str) -> Seeded:
                 for number in range(MAPS_PER_ACCOUNT)
             ]
             big = seeder.add_map(account_ids[0], "Every bench in the country", BIG_MAP_LOCATIONS)
+            rare_tag = seeder.add_rare_tag(big)
+            m = seeder.models
+            big_point = connection.execute(
+                select(m.Location.lng, m.Location.lat).where(m.Location.id == big.location_ids[0])
+            ).one()
             writes = maps[1]
             layer_sets = membership_sets(writes.layer_ids)
             reset_pool_layers(connection, writes, layer_sets)
@@ -284,7 +306,9 @@ def seed_database(database_url: str) -> Seeded:
             analyze_postgres(db.engine)
         db.engine.dispose()
     progress(f"  seeded {seeder.counts} in {time.monotonic() - started:.1f} s")
-    return Seeded(secrets[0], maps[0], writes, big, layer_sets, seeder.counts)
+    return Seeded(
+        secrets[0], maps[0], writes, big, layer_sets, seeder.counts, tuple(big_point), rare_tag
+    )
 
 
 def membership_sets(layer_ids: list[str]) -> list[list[str]]:

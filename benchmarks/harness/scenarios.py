@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from .data import Seeded, location_properties
 from .settings import API, BULK_SIZE, LOCATIONS_PER_MAP, PAGE_SIZE
@@ -77,6 +78,17 @@ def build_scenarios(seeded: Seeded) -> list[Scenario]:
         for index, location_id in enumerate(pool)
     ]
     page = f"{API}/maps/{big.id}/locations?pageSize={PAGE_SIZE}&page="
+    big_page = f"{API}/maps/{big.id}/locations?pageSize={PAGE_SIZE}&"
+    lng, lat = seeded.big_point
+    block = f"{lng - 0.0005:.6f},{lat - 0.0005:.6f},{lng + 0.0005:.6f},{lat + 0.0005:.6f}"
+    a_minute_ago = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    filtered = [
+        ("bbox", "big map, bbox of a city block", f"bbox={block}"),
+        ("tag", "big map, one rare tag", f"tagId={seeded.rare_tag}"),
+        ("updated", "big map, updatedSince a minute ago", f"updatedSince={a_minute_ago}"),
+        ("q", "big map, q matching nothing", "q=zzzz"),
+    ]
+    replayed = {**json_auth, "Idempotency-Key": "benchmark-replay"}
     return [
         Scenario("bare", "bare Flask view (limit)", "bare", [Request("GET", "/")], {}),
         Scenario(
@@ -103,6 +115,26 @@ def build_scenarios(seeded: Seeded) -> list[Scenario]:
             [Request("GET", f"{API}/maps/{rich.id}")],
             {"Authorization": "Bearer mk_live_" + "x" * 43},
             401,
+        ),
+        *[
+            Scenario(f"filter_{key}", label, "app", [Request("GET", big_page + query)], auth)
+            for key, label, query in filtered
+        ],
+        Scenario(
+            "get_map_304",
+            "GET /maps/:id, If-None-Match (304)",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}")],
+            {**auth, "If-None-Match": "*"},
+            304,
+        ),
+        Scenario("replay", "POST location, replayed", "app", singles[:1], replayed, 201),
+        Scenario(
+            "list_100_gzip",
+            "GET locations pageSize=100, gzip",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}/locations?pageSize={PAGE_SIZE}")],
+            {**auth, "Accept-Encoding": "gzip"},
         ),
         # Not a target: the floor of every API request, all of mapapi's
         # per-request work (hooks, rate limit, error body, headers, access log)

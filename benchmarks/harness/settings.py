@@ -24,6 +24,8 @@ BIG_MAP_LOCATIONS = 100_000
 ACCOUNTS = 5
 MAPS_PER_ACCOUNT = 4
 LOCATIONS_PER_MAP = 500
+#: Locations of the big map that carry its rare tag (the tag filter's scenario).
+RARE_TAG_LOCATIONS = 40
 #: What tests/test_queries.py allows a fixed-size request (SMALL there).
 SMALL_STATEMENT_COUNT = 12
 
