@@ -370,14 +370,14 @@ def test_a_cursor_older_than_what_is_kept_is_gone(app, api):
 def test_retention_is_configurable(app_config, tmp_path):
     from mapapi import create_app
 
-    app_config["EVENTS_RETENTION_DAYS"] = "0.5"
+    app_config["EVENTS_RETENTION_DAYS"] = "2"
     app = create_app(app_config)
     with app.test_request_context():
         assert utcnow() - event_service.retention_cutoff() == pytest.approx(
-            timedelta(hours=12), abs=timedelta(seconds=5)
+            timedelta(days=2), abs=timedelta(seconds=5)
         )
     app_config["EVENTS_RETENTION_DAYS"] = "soon"
-    with pytest.raises(ValueError, match="MAPAPI_EVENTS_RETENTION_DAYS"):
+    with pytest.raises(ValueError, match="EVENTS_RETENTION_DAYS"):
         create_app(app_config)
 
 

@@ -161,7 +161,7 @@ BENCHMARKED = {
     # BEGIN, key, BEGIN IMMEDIATE, map (locked), the location's layer ids, the
     # layers asked for, a DELETE and an INSERT of memberships, the UPDATE of
     # updatedAt, the location read back (2), the INSERT of its event
-    "PUT location layers": 11,
+    "PUT location layers": 12,
     "bad key": 2,  # BEGIN, key
     "no key": 0,  # refused before any SQL: no key, so nothing to look up
 }

@@ -14,6 +14,7 @@ Usage: ``python floor.py PORT THREADS DATABASE_URL`` (``sqlite:///path`` or
 ``MAPAPI_RATELIMIT_GENERAL`` and ``MAPAPI_RATELIMIT_STORAGE_URI``.
 """
 
+import gzip
 import hashlib
 import json
 import logging
@@ -37,6 +38,7 @@ from limits.strategies import MovingWindowRateLimiter
 API = "/api/v1"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 SEND_A_KEY = "`Authorization: Bearer <key>`"
+GZIP_MIN_BYTES = int(os.environ.get("MAPAPI_GZIP_MIN_BYTES", "1024"))
 DIGITS = re.compile(r"[0-9]+")
 
 app = Flask("floor")
@@ -186,7 +188,12 @@ def count(identity: str) -> None:
 def answer(status: int, body: bytes, headers=None) -> Response:
     if body and not body.endswith(b"\n"):
         body += b"\n"
-    response = Response(body, status=status, content_type="application/json")
+    encoded = {}
+    if len(body) >= GZIP_MIN_BYTES:  # mapapi's compression, at its level
+        encoded["Vary"] = "Accept-Encoding"
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            body, encoded["Content-Encoding"] = gzip.compress(body, 3), "gzip"
+    response = Response(body, status=status, content_type="application/json", headers=encoded)
     amount, remaining, reset = request.environ["floor.limit"]
     response.headers["X-RateLimit-Limit"] = str(amount)
     response.headers["X-RateLimit-Remaining"] = str(remaining)

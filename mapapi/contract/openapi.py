@@ -134,6 +134,22 @@ BODY_EXAMPLES = {
     "TagInput": {"name": "terrace"},
     "TagUpdate": {"color": "#22C55E"},
     "KeyInput": {"name": "reporting", "scope": "READ_ONLY"},
+    "WebhookInput": {
+        "url": "https://hooks.example.com/mapapi",
+        "events": ["location.*", "map.deleted"],
+        "description": "shop sync",
+    },
+    "WebhookUpdate": {"enabled": False},
+    "ImportInput": {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "geometry": {"type": "Point", "coordinates": [2.3326, 48.8542]},
+                "properties": {"name": "Café de Flore", "website": "https://cafedeflore.fr"},
+            }
+        ],
+    },
 }
 
 
@@ -480,7 +496,7 @@ def _responses(declared: Operation, path: str, method: str, operations, conditio
 def _error_codes(status: int, declared: Operation, conditions: list[str]) -> list[str]:
     if status != 409:
         return ERROR_CODES[status]
-    codes = ["CONFLICT"] if declared.conflict else []
+    codes = ["CONFLICT"] if declared.conflict or 409 in declared.errors else []
     return codes + (["IDEMPOTENCY_KEY_IN_USE"] if "IdempotencyKey" in conditions else [])
 
 
