@@ -13,6 +13,7 @@ CONTRACT_OPERATIONS = {
     ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),
     ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),
     ("POST", "/maps/{mapId}/locations/bulk"),
+    ("POST", "/maps/{mapId}/locations/upsert"), ("POST", "/maps/{mapId}/locations/bulk-delete"),
     ("GET", "/maps/{mapId}/locations/{locId}"), ("PUT", "/maps/{mapId}/locations/{locId}"),
     ("DELETE", "/maps/{mapId}/locations/{locId}"),
     ("PUT", "/maps/{mapId}/locations/{locId}/layers"),
@@ -79,12 +80,16 @@ def test_every_operation_has_a_summary_errors_and_headers(document):
             ), (method, path, status)
             assert ("Retry-After" in response["headers"]) == (status == "429")
         success = [s for s in responses if s.startswith("2")]
-        assert success == (["201"] if method == "POST" else ["200"]), (method, path)
+        creates = method == "POST" and not path.endswith(("/upsert", "/bulk-delete"))
+        assert success == (["201"] if creates else ["200"]), (method, path)
 
 
 def test_conflicts_are_documented_where_they_happen(document):
     conflicting = {(m, p) for m, p, d in operations(document) if "409" in d["responses"]}
     assert conflicting == {
+        ("POST", "/maps/{mapId}/locations"),
+        ("POST", "/maps/{mapId}/locations/bulk"),
+        ("PUT", "/maps/{mapId}/locations/{locId}"),
         ("POST", "/maps/{mapId}/tags"),
         ("PUT", "/maps/{mapId}/tags/{tagId}"),
         ("POST", "/keys"),
@@ -127,3 +132,28 @@ def test_reference_page_is_served_from_the_package_not_a_cdn(client):
     assert "http://" not in html and "https://" not in html
     for asset in assets:
         assert client.get(asset).status_code == 200, asset
+
+
+def test_sync_operations_and_fields_are_described(document):
+    schemas = document["components"]["schemas"]
+    for name in ("LocationInput", "UpsertItem"):
+        assert {"externalId", "layerIds"} <= set(schemas[name]["properties"]), name
+    external_id = schemas["LocationInput"]["properties"]["externalId"]
+    assert (external_id["minLength"], external_id["maxLength"]) == (1, 200)
+    assert external_id["type"] == ["string", "null"]
+    assert schemas["UpsertItem"]["properties"]["externalId"]["type"] == "string"
+    assert "externalId" in schemas["UpsertItem"]["required"]
+    assert schemas["Location"]["properties"]["externalId"]["type"] == ["string", "null"]
+    assert "layerIds" not in schemas["Location"]["properties"]
+    assert set(schemas["UpsertResult"]["required"]) == {"locations", "created", "updated", "unchanged"}
+    assert set(schemas["BulkDeleteInput"]["properties"]) == {"ids", "externalIds"}
+    assert set(schemas["BulkDeleteResult"]["required"]) == {"deleted", "count"}
+    upsert = document["paths"]["/maps/{mapId}/locations/upsert"]["post"]
+    assert upsert["operationId"] == "locations_upsert_locations"
+    assert set(upsert["responses"]) >= {"200", "400", "404", "429"}
+    bulk_delete = document["paths"]["/maps/{mapId}/locations/bulk-delete"]["post"]
+    assert bulk_delete["operationId"] == "locations_bulk_delete_locations"
+    listing = document["paths"]["/maps/{mapId}/locations"]["get"]
+    (filter_,) = [p for p in listing["parameters"] if p["name"] == "externalId"]
+    assert filter_["in"] == "query" and filter_["schema"]["type"] == "array"
+    assert filter_["schema"]["maxItems"] == 100

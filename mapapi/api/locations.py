@@ -1,4 +1,5 @@
-"""Locations of a map: single and bulk creation, updates, layer memberships."""
+"""Locations of a map: single and bulk creation, updates, layer memberships,
+and keeping a map in step with another system (upsert, bulk delete)."""
 
 from flask import Blueprint
 from marshmallow import ValidationError
@@ -6,8 +7,11 @@ from sqlalchemy import delete
 
 from ..contract.loading import compile_loader
 from ..contract.openapi import operation
-from ..contract.pagination import PageQuerySchema, list_schema
+from ..contract.pagination import list_schema
+from ..contract.queries import LocationQuerySchema
 from ..contract.schemas import (
+    BulkDeleteInputSchema,
+    BulkDeleteResultSchema,
     BulkEnvelopeSchema,
     BulkInputSchema,
     BulkResultSchema,
@@ -15,52 +19,73 @@ from ..contract.schemas import (
     LayerMembershipInputSchema,
     LocationInputSchema,
     LocationSchema,
+    UpsertInputSchema,
+    UpsertItemSchema,
+    UpsertResultSchema,
 )
 from ..extensions import db
-from ..http.errors import not_found, settled, stringify_keys, validation_error
-from ..http.payload import load_body, load_query, respond, respond_dumped
+from ..http.errors import not_found, settled, stringify_keys
+from ..http.payload import (
+    load_body,
+    load_items,
+    load_query,
+    raise_item_errors,
+    respond,
+    respond_dumped,
+)
 from ..services.location_reads import location_page, read_location
 from ..services.locations import (
     LOCATION_LOADS,
+    References,
     apply_location_update,
     check_references,
     create_locations,
     location_layer_ids,
-    reference_errors,
+    repeated_external_ids,
     replace_layers,
 )
 from ..services.ownership import map_child, owned_map, read_map
+from ..services.sync import UpsertItem, UpsertPlan, delete_locations
 from ..storage.models import Location, could_be_id
 
 bp = Blueprint("locations", __name__)
 
 _load_item = compile_loader(LocationInputSchema())
 _bulk_envelope = BulkEnvelopeSchema()
+_upsert_item = UpsertItemSchema()
+_load_upsert_new = compile_loader(_upsert_item)
+# Every field may be left out but externalId, as in a PUT that names it.
+_load_upsert_given = UpsertItemSchema(
+    partial=tuple(name for name in _upsert_item.load_fields if name != "external_id")
+).load
+_UPSERT_KEYS = {name: f.data_key or name for name, f in _upsert_item.load_fields.items()}
 
 
 @bp.get("/maps/<map_id>/locations")
-@operation(query=PageQuerySchema, response=list_schema("locations", LocationSchema))
+@operation(query=LocationQuerySchema, response=list_schema("locations", LocationSchema))
 def list_locations(map_id):
     """List a map's locations, with their tags and layers, in creation order."""
     map_ = read_map(map_id)
     query = load_query()
-    return respond_dumped(location_page(map_.id, query["page"], query["page_size"]))
+    return respond_dumped(
+        location_page(map_.id, query["page"], query["page_size"], query.get("external_ids"))
+    )
 
 
 @bp.post("/maps/<map_id>/locations")
-@operation(body=LocationInputSchema, response=LocationSchema, status=201)
+@operation(body=LocationInputSchema, response=LocationSchema, status=201, conflict=True)
 def create_location(map_id):
-    """Create a location."""
+    """Create a location (an externalId another location of the map has is a conflict)."""
     map_ = owned_map(map_id)
     data = load_body()
-    check_references(map_, data)
-    (location,) = create_locations(map_, [data])
+    references = check_references(map_, data)
+    (location,) = create_locations(map_, [data], references)
     db.session.commit()
     return respond(location)
 
 
 @bp.post("/maps/<map_id>/locations/bulk")
-@operation(body=BulkInputSchema, response=BulkResultSchema, status=201)
+@operation(body=BulkInputSchema, response=BulkResultSchema, status=201, conflict=True)
 def bulk_create_locations(map_id):
     """Create 1 to 100 locations at once: all of them or none.
 
@@ -74,29 +99,85 @@ def bulk_create_locations(map_id):
     read_items = settled(_read_items)
     map_ = owned_map(map_id)
     loaded, errors = read_items()
+    items = list(loaded.values())
+    references = References(map_, items)
     indexes = list(loaded)
-    for position, item_errors in reference_errors(map_, list(loaded.values())).items():
+    for position, item_errors in references.errors(items).items():
         errors[indexes[position]] = item_errors
-    if errors:
-        details = {str(index): errors[index] for index in sorted(errors)}
-        raise validation_error(
-            "Some locations are invalid; none was created.", {"locations": details}
-        )
-    created = create_locations(map_, list(loaded.values()))
+    for index, item_errors in repeated_external_ids(loaded).items():
+        errors.setdefault(index, {}).update(item_errors)
+    raise_item_errors(errors, "Some locations are invalid; none was created.")
+    created = create_locations(map_, items, references)
     db.session.commit()
     return respond({"created": created, "count": len(created)})
 
 
 def _read_items() -> tuple[dict[int, dict], dict[int, dict]]:
     """The bulk's valid items loaded, and the field errors of the others, by index."""
-    items = load_body(schema=_bulk_envelope)["locations"]
-    loaded, errors = {}, {}
-    for index, item in enumerate(items):
-        try:
-            loaded[index] = _load_item(item)
-        except ValidationError as error:
-            errors[index] = stringify_keys(error.normalized_messages())
-    return loaded, errors
+    return load_items(load_body(schema=_bulk_envelope)["locations"], _load_item)
+
+
+@bp.post("/maps/<map_id>/locations/upsert")
+@operation(body=UpsertInputSchema, response=UpsertResultSchema)
+def upsert_locations(map_id):
+    """Create or update 1 to 100 locations by externalId: all of them or none.
+
+    An item whose externalId a location of the map has updates it as PUT
+    does; any other creates a location as the bulk does. An item that
+    changes nothing keeps its updatedAt and counts as unchanged.
+    """
+    read_items = settled(_read_upsert_items)  # before the map's lock, as the bulk does
+    map_ = owned_map(map_id)
+    items, errors = read_items()
+    plan = UpsertPlan(map_, items)
+    for index, item_errors in plan.errors.items():
+        errors.setdefault(index, {}).update(item_errors)
+    raise_item_errors(errors, "Some locations are invalid; nothing was written.")
+    outcome = plan.apply()
+    db.session.commit()
+    return respond_dumped(
+        {
+            "locations": outcome.locations,
+            "created": outcome.created,
+            "updated": outcome.updated,
+            "unchanged": outcome.unchanged,
+        }
+    )
+
+
+def _read_upsert_items() -> tuple[dict[int, UpsertItem], dict[int, dict]]:
+    return load_items(load_body(schema=_bulk_envelope)["locations"], _read_upsert_item)
+
+
+def _read_upsert_item(raw) -> UpsertItem:
+    """An upsert item read as create reads it and, for an update, as PUT does.
+
+    Read as a create first: a valid item is read once. One that cannot
+    create (no name, say) may still update; its errors count only if its
+    externalId turns out to be new.
+    """
+    try:
+        new = _load_upsert_new(raw)
+    except ValidationError as error:
+        given = _load_upsert_given(raw)  # its errors name the fields at fault
+        return UpsertItem(given, None, stringify_keys(error.normalized_messages()))
+    return UpsertItem({name: v for name, v in new.items() if _UPSERT_KEYS[name] in raw}, new)
+
+
+@bp.post("/maps/<map_id>/locations/bulk-delete")
+@operation(body=BulkDeleteInputSchema, response=BulkDeleteResultSchema)
+def bulk_delete_locations(map_id):
+    """Delete 1 to 100 locations at once, by id or by externalId.
+
+    Names that match no location of the map are skipped; the answer lists
+    the ids deleted, in the order first given.
+    """
+    map_ = owned_map(map_id)
+    body = load_body()
+    by = "ids" if "ids" in body else "external_ids"
+    outcome = delete_locations(map_, by, body[by])
+    db.session.commit()
+    return respond({"deleted": outcome.deleted, "count": len(outcome.deleted)})
 
 
 @bp.get("/maps/<map_id>/locations/<location_id>")
@@ -111,14 +192,14 @@ def get_location(map_id, location_id):
 
 
 @bp.put("/maps/<map_id>/locations/<location_id>")
-@operation(body=LocationInputSchema, response=LocationSchema)
+@operation(body=LocationInputSchema, response=LocationSchema, conflict=True)
 def update_location(map_id, location_id):
     """Update a location (fields left out keep their value)."""
     map_ = owned_map(map_id)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
     data = load_body(partial=True)
-    check_references(map_, data)
-    apply_location_update(location, data)
+    references = check_references(map_, data)
+    apply_location_update(location, data, references)
     db.session.commit()
     return respond(location)
 

@@ -50,7 +50,10 @@ ERROR_DESCRIPTIONS = {
     401: "No API key, or one that is unknown, revoked or expired.",
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
-    409: "A conflict: a tag name taken on this map, or an 11th active API key.",
+    409: (
+        "A conflict: a tag name or a location's externalId taken on this map, "
+        "or an 11th active API key."
+    ),
     413: "The body is larger than 2 MiB.",
     429: "A rate-limit bucket is empty; retry after Retry-After seconds.",
     500: "An unexpected error (logged with the request id).",

@@ -3,10 +3,11 @@
 import json
 
 from flask import current_app, jsonify, request
-from marshmallow import Schema
+from marshmallow import Schema, ValidationError
 
+from ..contract.loading import Loader
 from ..contract.openapi import current_operation
-from .errors import APIError, validation_error
+from .errors import APIError, stringify_keys, validation_error
 
 
 def json_body() -> dict:
@@ -33,6 +34,25 @@ def load_body(*, partial: bool = False, schema: Schema | None = None) -> dict:
     if schema is None and not partial:
         return current_operation().load(json_body())
     return (schema or current_operation().body).load(json_body(), partial=partial)
+
+
+def load_items(items: list, load: Loader) -> tuple[dict[int, dict], dict[int, dict]]:
+    """The items of a many-item body (bulk, upsert) that ``load`` takes, and
+    the field errors of the others, each by its index."""
+    loaded, errors = {}, {}
+    for index, item in enumerate(items):
+        try:
+            loaded[index] = load(item)
+        except ValidationError as error:
+            errors[index] = stringify_keys(error.normalized_messages())
+    return loaded, errors
+
+
+def raise_item_errors(errors: dict[int, dict], message: str, key: str = "locations") -> None:
+    """VALIDATION_ERROR naming every bad item by index under ``key``, if any is."""
+    if errors:
+        details = {str(index): errors[index] for index in sorted(errors)}
+        raise validation_error(message, {key: details})
 
 
 def load_query() -> dict:

@@ -37,6 +37,8 @@ BUCKET_SETTINGS = {
 ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
+    "locations.upsert_locations": "bulk",
+    "locations.bulk_delete_locations": "bulk",
 }
 
 

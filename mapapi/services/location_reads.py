@@ -74,24 +74,15 @@ _LAYER = _Output(LayerSchema(), _layers)
 _LAYER_ID = _LAYER.keys.index("id")
 
 # Built once: the page of 100 is the hot path.
-_COUNT = select(func.count()).where(_locations.c.map_id == bindparam("map_id"))
-# The page's keys first, from the (map_id, pk) index alone; only then its
-# rows. Selected directly, the rows an OFFSET skips would be read and (on
-# PostgreSQL) formatted too: page 1000 of 100,000 took 2.6 times page 1.
-_page_keys = (
-    select(_locations.c.pk)
-    .where(_locations.c.map_id == bindparam("map_id"))
-    .order_by(_locations.c.pk)
-    .limit(bindparam("limit"))
-    .offset(bindparam("offset"))
-    .subquery()
-)
+_IN_MAP = _locations.c.map_id == bindparam("map_id")
+#: The filters a list takes, as conditions on the locations table.
+_EXTERNAL_IDS = _locations.c.external_id.in_(bindparam("external_ids", expanding=True))
 # Each location's tags as "1001b,1000a,..." (each its position plus
 # _POSITION_OFFSET, so that the texts sort as the positions do, then its
 # id), and its layer ids as "id,...": in no particular order (SQLite 3.40
 # cannot order inside an aggregate), put in order in Python. Ids never
 # hold ",".
-_TAG_LINKS = (
+TAG_LINKS = (
     select(
         func.aggregate_strings(
             cast(_links.c.position + _POSITION_OFFSET, String) + _links.c.tag_id, ","
@@ -100,22 +91,49 @@ _TAG_LINKS = (
     .where(_links.c.location_id == _locations.c.id)
     .scalar_subquery()
 )
-_LAYER_IDS = (
+LAYER_IDS = (
     select(func.aggregate_strings(location_layers.c.layer_id, ","))
     .where(location_layers.c.location_id == _locations.c.id)
     .scalar_subquery()
 )
-_ROW = (_locations.c.pk, _TAG_LINKS, _LAYER_IDS, *_LOCATION.columns)
-_PAGE = (
+_ROW = (_locations.c.pk, TAG_LINKS, LAYER_IDS, *_LOCATION.columns)
+
+
+def _page_statements(*conditions):
+    """The count and the page of a map's locations that meet ``conditions``.
+
+    The page's keys first, from an index alone; only then its rows.
+    Selected directly, the rows an OFFSET skips would be read and (on
+    PostgreSQL) formatted too: page 1000 of 100,000 took 2.6 times page 1.
+    """
+    count = select(func.count()).where(_IN_MAP, *conditions)
+    keys = (
+        select(_locations.c.pk)
+        .where(_IN_MAP, *conditions)
+        .order_by(_locations.c.pk)
+        .limit(bindparam("limit"))
+        .offset(bindparam("offset"))
+        .subquery()
+    )
+    page = (
+        select(*_ROW)
+        .join_from(_locations, keys, _locations.c.pk == keys.c.pk)
+        .order_by(_locations.c.pk)
+    )
+    return count, page
+
+
+_COUNT, _PAGE = _page_statements()
+_COUNT_BY_EXTERNAL_ID, _PAGE_BY_EXTERNAL_ID = _page_statements(_EXTERNAL_IDS)
+_ONE = select(*_ROW).where(_IN_MAP, _locations.c.id == bindparam("location_id"))
+# Locations named by id, any of a map's.
+_SOME = (
     select(*_ROW)
-    .join_from(_locations, _page_keys, _locations.c.pk == _page_keys.c.pk)
+    .where(_IN_MAP, _locations.c.id.in_(bindparam("location_ids", expanding=True)))
     .order_by(_locations.c.pk)
 )
-_ONE = select(*_ROW).where(
-    _locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id")
-)
-# The locations of a page are exactly its map's locations from its first
-# pk to its last: their layers are found through the same index.
+# The locations of an unfiltered page are exactly its map's locations from
+# its first pk to its last: their layers are found through the same index.
 _LAYERS = select(*_LAYER.columns).where(
     _layers.c.id.in_(
         select(location_layers.c.layer_id)
@@ -127,6 +145,10 @@ _LAYERS = select(*_LAYER.columns).where(
         )
     )
 )
+# Other sets of locations: the layers their rows name.
+_LAYERS_BY_ID = select(*_LAYER.columns).where(
+    _layers.c.id.in_(bindparam("layer_ids", expanding=True))
+)
 
 
 def _as_json(statement):
@@ -135,23 +157,37 @@ def _as_json(statement):
     return select(json_rows(*(exact_float(c) if isinstance(c.type, Float) else c for c in rows.c)))
 
 
-_AS_JSON = {statement: _as_json(statement) for statement in (_PAGE, _ONE, _LAYERS)}
+_AS_JSON = {
+    statement: _as_json(statement)
+    for statement in (_PAGE, _PAGE_BY_EXTERNAL_ID, _ONE, _SOME, _LAYERS, _LAYERS_BY_ID)
+}
 _dump_pagination = compile_dumper(PaginationSchema())
 _by_first = itemgetter(0)
 _by_order = itemgetter("order")
 
 
-def location_page(map_id: str, page: int, page_size: int) -> dict:
-    """``{"locations": [...], "pagination": {...}}`` of map ``map_id``, dumped."""
+def location_page(
+    map_id: str, page: int, page_size: int, external_ids: list[str] | None = None
+) -> dict:
+    """``{"locations": [...], "pagination": {...}}`` of map ``map_id``, dumped;
+    with ``external_ids``, only the locations that have one of them."""
     connection = db.session.connection()
-    total = connection.execute(_COUNT, {"map_id": map_id}).scalar_one()
+    params = {"map_id": map_id}
+    count, page_rows = _COUNT, _PAGE
+    if external_ids is not None:
+        count, page_rows = _COUNT_BY_EXTERNAL_ID, _PAGE_BY_EXTERNAL_ID
+        params["external_ids"] = external_ids
+    total = connection.execute(count, params).scalar_one()
     offset = (page - 1) * page_size
-    rows = []
+    locations = []
     if offset < total:  # a page past the end costs no OFFSET walk
-        params = {"map_id": map_id, "limit": page_size, "offset": offset}
-        rows = _rows(connection, _PAGE, params)
+        rows = _rows(connection, page_rows, {**params, "limit": page_size, "offset": offset})
+        if external_ids is None:
+            locations = _with_relations(connection, map_id, rows)
+        else:
+            locations = _with_named_layers(connection, rows)
     return {
-        "locations": _with_relations(connection, map_id, rows),
+        "locations": locations,
         "pagination": _dump_pagination(page_info(total, page, page_size)),
     }
 
@@ -162,6 +198,17 @@ def read_location(map_id: str, location_id: str) -> dict | None:
     params = {"map_id": map_id, "location_id": location_id}
     found = _with_relations(connection, map_id, _rows(connection, _ONE, params))
     return found[0] if found else None
+
+
+def read_locations(map_id: str, location_ids: list[str]) -> list[dict]:
+    """Locations ``location_ids`` of map ``map_id``, dumped, in that order
+    (those that exist): two statements for any number of them."""
+    if not location_ids:
+        return []
+    connection = db.session.connection()
+    rows = _rows(connection, _SOME, {"map_id": map_id, "location_ids": location_ids})
+    by_id = {location["id"]: location for location in _with_named_layers(connection, rows)}
+    return [by_id[location_id] for location_id in location_ids if location_id in by_id]
 
 
 def _rows(connection, statement, params: dict) -> list:
@@ -184,13 +231,29 @@ def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
     if not rows:
         return []
     on_page = {"map_id": map_id, "first": rows[0][0], "last": rows[-1][0]}
+    return _dump_rows(rows, _rows(connection, _LAYERS, on_page))
+
+
+def _with_named_layers(connection, rows: list) -> list[dict]:
+    """The locations of ``rows`` (any of a map's) as dicts, with their tag
+    ids and the layers their rows name, read by id."""
+    layer_ids = {layer_id for _pk, _tags, ids, *_values in rows if ids for layer_id in ids.split(",")}
+    layer_rows = []
+    if layer_ids:
+        layer_rows = _rows(connection, _LAYERS_BY_ID, {"layer_ids": sorted(layer_ids)})
+    return _dump_rows(rows, layer_rows)
+
+
+def _dump_rows(rows: list, layer_rows: list) -> list[dict]:
+    """Location ``rows`` as dicts, with their tag ids and their layers, found
+    among ``layer_rows``."""
     layers = {  # each layer dumped once, shared by its locations
-        values[_LAYER_ID]: _LAYER.dump(values) for values in _rows(connection, _LAYERS, on_page)
+        values[_LAYER_ID]: _LAYER.dump(values) for values in layer_rows
     }
     locations = []
     for _pk, tag_links, layer_ids, *values in rows:
         location = _LOCATION.dump(values)
-        location["tagIds"] = _tag_ids(tag_links)
+        location["tagIds"] = tag_ids_of(tag_links)
         location["layers"] = sorted(
             (layers[layer_id] for layer_id in layer_ids.split(",")) if layer_ids else (),
             key=_by_order,
@@ -199,7 +262,7 @@ def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
     return locations
 
 
-def _tag_ids(tag_links: str | None) -> list[str]:
+def tag_ids_of(tag_links: str | None) -> list[str]:
     """``"1001b,1000a"`` -> ``["a", "b"]``: the tag ids in the order the client gave."""
     if not tag_links:
         return []

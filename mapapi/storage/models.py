@@ -248,9 +248,15 @@ location_layers = db.Table(
 
 class Location(Timestamped, db.Model):
     __tablename__ = "locations"
-    # A map's locations in creation order, straight from the index: a page
-    # deep into a big map walks index entries only (location_reads.py).
-    __table_args__ = (Index(None, "map_id", "pk"),)
+    __table_args__ = (
+        # A map's locations in creation order, straight from the index: a
+        # page deep into a big map walks index entries only (location_reads.py).
+        Index(None, "map_id", "pk"),
+        # An externalId names one location of its map, even when requests
+        # race: the database decides, errors.py turns a clash into CONFLICT.
+        # NULLs never clash. The same index serves lookups by externalId.
+        Index("uq_locations_map_id_external_id", "map_id", "external_id", unique=True),
+    )
 
     pk: Mapped[int] = _pk()
     id: Mapped[str] = _public_id()
@@ -264,6 +270,8 @@ class Location(Timestamped, db.Model):
         ForeignKey("categories.id", ondelete="SET NULL"), index=True
     )
     properties: Mapped[dict[str, Any]] = mapped_column(JSONDocument, nullable=False, default=dict)
+    # The location's id in the client's own system (contract section 13).
+    external_id: Mapped[str | None] = mapped_column(Text)
 
     # Lists of locations dump both relations: load them with selectinload
     # (one statement each per page), never lazily per row.
