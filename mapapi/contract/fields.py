@@ -114,7 +114,9 @@ class IdList(fields.List):
     """Up to 100 ids as sent; duplicates collapse, first occurrence wins."""
 
     def __init__(self, metadata=None, **kwargs):
-        super().__init__(fields.String(), metadata={"maxItems": IDS_MAX, **(metadata or {})}, **kwargs)
+        super().__init__(
+            fields.String(), metadata={"maxItems": IDS_MAX, **(metadata or {})}, **kwargs
+        )
 
     def _deserialize(self, value, attr, data, **kwargs):
         if type(value) is list and all(type(item) is str for item in value):

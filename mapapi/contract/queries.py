@@ -31,4 +31,3 @@ class LocationQuerySchema(PageQuerySchema):
             if name in data:
                 values[name] = data.getlist(name)
         return values
-

@@ -5,7 +5,15 @@ fields their resource's GET returns, so GET-modify-PUT works. Schemas never
 touch the database: rules that need it live in ``mapapi.services``.
 """
 
-from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate, validates_schema
+from marshmallow import (
+    RAISE,
+    Schema,
+    ValidationError,
+    fields,
+    post_load,
+    validate,
+    validates_schema,
+)
 
 from ..timeutil import utcnow
 from .fields import (
@@ -18,8 +26,8 @@ from .fields import (
     StrictFloat,
     StrictInteger,
     Text,
-    check_text,
     Timestamp,
+    check_text,
     in_the_future,
 )
 
@@ -96,7 +104,9 @@ class LocationInputSchema(MapChildInput):
         allow_none=True,
         load_default=None,
         validate=_length(EXTERNAL_ID_MAX, 1),
-        metadata={"description": "The location's id in the client's own system; unique on the map."},
+        metadata={
+            "description": "The location's id in the client's own system; unique on the map."
+        },
     )
     # Input only: a location shows its layers as ``layers``.
     layer_ids = IdList(
@@ -132,9 +142,7 @@ class UpsertItemSchema(LocationInputSchema):
     ``externalId``, which it must have. An item that names an existing
     location is read as a PUT reads it (see ``services.sync``)."""
 
-    external_id = Text(
-        data_key="externalId", required=True, validate=_length(EXTERNAL_ID_MAX, 1)
-    )
+    external_id = Text(data_key="externalId", required=True, validate=_length(EXTERNAL_ID_MAX, 1))
 
 
 class UpsertInputSchema(InputSchema):

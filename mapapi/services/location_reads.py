@@ -237,7 +237,9 @@ def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
 def _with_named_layers(connection, rows: list) -> list[dict]:
     """The locations of ``rows`` (any of a map's) as dicts, with their tag
     ids and the layers their rows name, read by id."""
-    layer_ids = {layer_id for _pk, _tags, ids, *_values in rows if ids for layer_id in ids.split(",")}
+    layer_ids = {
+        layer_id for _pk, _tags, ids, *_values in rows if ids for layer_id in ids.split(",")
+    }
     layer_rows = []
     if layer_ids:
         layer_rows = _rows(connection, _LAYERS_BY_ID, {"layer_ids": sorted(layer_ids)})

@@ -122,7 +122,9 @@ def repeated_external_ids(items: dict[int, dict]) -> dict[int, dict]:
             continue
         if external_id in first_index:
             errors[index] = {
-                "externalId": [f"Given twice in this request (also item {first_index[external_id]})."]
+                "externalId": [
+                    f"Given twice in this request (also item {first_index[external_id]})."
+                ]
             }
         else:
             first_index[external_id] = index
@@ -252,7 +254,9 @@ def touch_locations(where, now=None) -> None:
 def unknown_layer_errors(layer_ids, found) -> list[str]:
     """The membership operation's rule: every id must be a layer of the map
     (``found``: those that are); a message for each that is not."""
-    return [f"Not a layer of this map: {layer_id}" for layer_id in layer_ids if layer_id not in found]
+    return [
+        f"Not a layer of this map: {layer_id}" for layer_id in layer_ids if layer_id not in found
+    ]
 
 
 def layers_by_id(map_: Map, ids: set[str]) -> dict[str, Layer]:

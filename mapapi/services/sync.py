@@ -224,9 +224,7 @@ def delete_locations(map_: Map, by: str, names: list[str]) -> DeleteOutcome:
     if names:
         column = _NAMED[by]
         rows = db.session.connection().execute(
-            select(column, _locations.c.id).where(
-                _locations.c.map_id == map_.id, column.in_(names)
-            )
+            select(column, _locations.c.id).where(_locations.c.map_id == map_.id, column.in_(names))
         )
         found = {name: location_id for name, location_id in rows}
     deleted = [found[name] for name in names if name in found]
