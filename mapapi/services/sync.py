@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 from sqlalchemy import bindparam, delete, insert, select, update
 
+from ..contract.schemas import LocationSchema
+from ..contract.serialization import compile_dumper
 from ..extensions import db
 from ..storage.models import Location, LocationTag, Map, could_be_id, location_layers
 from ..timeutil import utcnow
@@ -49,6 +51,7 @@ _DELETE_MEMBERSHIPS = delete(location_layers).where(
     location_layers.c.location_id.in_(bindparam("location_ids", expanding=True))
 )
 _INSERT_MEMBERSHIPS = insert(location_layers)
+_dump_location = compile_dumper(LocationSchema())
 _NAMED = {
     "ids": _locations.c.id,
     "external_ids": _locations.c.external_id,
@@ -138,13 +141,14 @@ class UpsertPlan:
         creates = {i: step for i, step in self.steps.items() if not isinstance(step, _Update)}
         updates = {i: step for i, step in self.steps.items() if isinstance(step, _Update)}
         created = create_locations(self.map, list(creates.values()), self.references)
-        ids = dict(zip(creates, (location["id"] for location in created), strict=True))
         changed = _write_updates(list(updates.values()))
-        ids.update((index, step.current["id"]) for index, step in updates.items())
-        order = sorted(ids)
-        locations = read_locations(self.map.id, [ids[index] for index in order])
-        outcome = UpsertOutcome(locations)
-        for index, location in zip(order, locations, strict=True):
+        # The created are shown as the bulk shows them, from what was
+        # inserted; the others as they are now, read back in one go.
+        shown = dict(zip(creates, map(_dump_location, created), strict=True))
+        matched = read_locations(self.map.id, [step.current["id"] for step in updates.values()])
+        shown.update(zip(updates, matched, strict=True))
+        outcome = UpsertOutcome([shown[index] for index in sorted(shown)])
+        for index, location in zip(sorted(shown), outcome.locations, strict=True):
             if index in creates:
                 outcome.created += 1
                 outcome.changes.append(("created", location))
