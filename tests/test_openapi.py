@@ -142,7 +142,8 @@ def test_sync_operations_and_fields_are_described(document):
     assert (external_id["minLength"], external_id["maxLength"]) == (1, 200)
     assert external_id["type"] == ["string", "null"]
     assert schemas["UpsertItem"]["properties"]["externalId"]["type"] == "string"
-    assert "externalId" in schemas["UpsertItem"]["required"]
+    # name, lat and lng are required only to create: an update may leave them out.
+    assert schemas["UpsertItem"]["required"] == ["externalId"]
     assert schemas["Location"]["properties"]["externalId"]["type"] == ["string", "null"]
     assert "layerIds" not in schemas["Location"]["properties"]
     assert set(schemas["UpsertResult"]["required"]) == {"locations", "created", "updated", "unchanged"}

@@ -19,6 +19,7 @@ from ..contract.schemas import (
     LayerMembershipInputSchema,
     LocationInputSchema,
     LocationSchema,
+    NewUpsertItemSchema,
     UpsertInputSchema,
     UpsertItemSchema,
     UpsertResultSchema,
@@ -52,13 +53,9 @@ bp = Blueprint("locations", __name__)
 
 _load_item = compile_loader(LocationInputSchema())
 _bulk_envelope = BulkEnvelopeSchema()
-_upsert_item = UpsertItemSchema()
-_load_upsert_new = compile_loader(_upsert_item)
-# Every field may be left out but externalId, as in a PUT that names it.
-_load_upsert_given = UpsertItemSchema(
-    partial=tuple(name for name in _upsert_item.load_fields if name != "external_id")
-).load
-_UPSERT_KEYS = {name: f.data_key or name for name, f in _upsert_item.load_fields.items()}
+_load_upsert_new = compile_loader(NewUpsertItemSchema())
+_load_upsert_given = compile_loader(UpsertItemSchema())
+_UPSERT_KEYS = {name: f.data_key or name for name, f in UpsertItemSchema().load_fields.items()}
 
 
 @bp.get("/maps/<map_id>/locations")
@@ -150,18 +147,24 @@ def _read_upsert_items() -> tuple[dict[int, UpsertItem], dict[int, dict]]:
 
 
 def _read_upsert_item(raw) -> UpsertItem:
-    """An upsert item read as create reads it and, for an update, as PUT does.
+    """An upsert item read as create reads it and, for an update, as PUT does:
+    only the fields it gives.
 
-    Read as a create first: a valid item is read once. One that cannot
-    create (no name, say) may still update; its errors count only if its
-    externalId turns out to be new.
+    Read as a create first, so that a valid item is read once. One that
+    cannot create (no name, say) may still update; its errors count only if
+    its externalId turns out to be new.
     """
     try:
         new = _load_upsert_new(raw)
     except ValidationError as error:
         given = _load_upsert_given(raw)  # its errors name the fields at fault
-        return UpsertItem(given, None, stringify_keys(error.normalized_messages()))
-    return UpsertItem({name: v for name, v in new.items() if _UPSERT_KEYS[name] in raw}, new)
+        return UpsertItem(_given(given, raw), None, stringify_keys(error.normalized_messages()))
+    return UpsertItem(_given(new, raw), new)
+
+
+def _given(loaded: dict, raw: dict) -> dict:
+    """The fields of ``loaded`` that ``raw`` gives: no defaults."""
+    return {name: value for name, value in loaded.items() if _UPSERT_KEYS[name] in raw}
 
 
 @bp.post("/maps/<map_id>/locations/bulk-delete")

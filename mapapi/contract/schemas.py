@@ -138,11 +138,25 @@ class BulkEnvelopeSchema(BulkInputSchema):
 
 
 class UpsertItemSchema(LocationInputSchema):
-    """An upsert item: a location as create takes it, matched by its
-    ``externalId``, which it must have. An item that names an existing
-    location is read as a PUT reads it (see ``services.sync``)."""
+    """An upsert item: a location matched by its ``externalId``, which it
+    must have. ``name``, ``lat`` and ``lng`` are required only of an item
+    that creates (``NewUpsertItemSchema``); one that names an existing
+    location is read as a PUT reads it (see ``api.locations``)."""
+
+    #: Fields that only an item creating a location must have.
+    CREATE_ONLY = ("name", "lat", "lng")
 
     external_id = Text(data_key="externalId", required=True, validate=_length(EXTERNAL_ID_MAX, 1))
+
+    def on_bind_field(self, field_name, field_obj):
+        if field_name in self.CREATE_ONLY:
+            field_obj.required = False
+
+
+class NewUpsertItemSchema(UpsertItemSchema):
+    """An upsert item that creates a location: as a create reads it."""
+
+    CREATE_ONLY = ()
 
 
 class UpsertInputSchema(InputSchema):
