@@ -28,7 +28,7 @@ WRITE_METHODS = {"POST", "PUT", "PATCH"}
 #: (rule, method) pairs under /api/v1 whose path holds ids, as of API.md §2.
 #: A route added to the app changes this count: raise it, and give the route
 #: a body below if it writes.
-EXPECTED_ID_ROUTES = 26
+EXPECTED_ID_ROUTES = 28
 
 #: The resource each URL variable names, and so whose id goes in it.
 ID_KINDS = {
@@ -69,6 +69,14 @@ BODIES = {
     ("PUT", "/maps/<map_id>/tags/<tag_id>"): lambda ids: {"name": "Taken over"},
     ("POST", "/maps/<map_id>/layers"): lambda ids: {"name": "Intruder", "order": 0},
     ("PUT", "/maps/<map_id>/layers/<layer_id>"): lambda ids: {"name": "Taken over", "order": 1},
+    ("POST", "/maps/<map_id>/locations/upsert"): lambda ids: {
+        "locations": [
+            {"externalId": "intruder", "name": "Intruder", "lat": 1, "lng": 2},
+            {"externalId": "layered", "name": "n", "lat": 0, "lng": 0, "layerIds": [ids["layer"]]},
+        ]
+    },
+    # Last: the owner's own run of it deletes the location the others name.
+    ("POST", "/maps/<map_id>/locations/bulk-delete"): lambda ids: {"ids": [ids["location"]]},
 }
 
 

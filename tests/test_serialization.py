@@ -74,6 +74,8 @@ def samples():
     yield "CreatedKeySchema", keys[0]
     yield "BulkResultSchema", {"created": locations, "count": len(locations)}
     yield "DeletedSchema", {"id": "x", "deleted": True}
+    yield "UpsertResultSchema", {"locations": locations, "created": 1, "updated": 0, "unchanged": 2}
+    yield "BulkDeleteResultSchema", {"deleted": ["x", "y"], "count": 2}
     for name, statement in lists.items():
         yield f"{name}Schema", paginate(statement, page)
 

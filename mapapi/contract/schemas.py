@@ -12,7 +12,6 @@ from marshmallow import (
     fields,
     post_load,
     validate,
-    validates_schema,
 )
 
 from ..timeutil import utcnow
@@ -181,7 +180,7 @@ class BulkDeleteInputSchema(InputSchema):
         validate=validate.Length(min=1, max=BULK_MAX),
     )
 
-    @validates_schema
+    @post_load
     def exactly_one(self, data, **_kwargs):
         given = [key for key in ("ids", "external_ids") if key in data]
         if len(given) == 2:
@@ -189,6 +188,7 @@ class BulkDeleteInputSchema(InputSchema):
         if not given:
             message = "Give ids or externalIds (exactly one of the two)."
             raise ValidationError({"ids": [message], "externalIds": [message]})
+        return data
 
 
 class LayerMembershipInputSchema(InputSchema):
