@@ -12,15 +12,21 @@ from .cli import register_commands
 from .contract.docs_page import bp as reference_bp
 from .contract.jsonprovider import OrjsonProvider
 from .extensions import db, migrate
-from .http import hooks, ratelimit
+from .http import hooks, idempotency, ratelimit
 from .http.errors import register_error_handlers
+from .http.routing import IdConverter
+from .services import journal
 from .storage.database import configure_engine
+from .storage.search_indexes import include_object
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
 
 
 def create_app(config: dict | None = None) -> Flask:
-    """Build the app; ``config`` wins over every other setting."""
+    """Build the app; ``config`` wins over every other setting.
+
+    Raises ``config.SettingError`` when a setting has a value it cannot take.
+    """
     instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH", "instance"))
     # No static files: outside /api/v1 only /healthz exists.
     app = Flask(
@@ -30,6 +36,8 @@ def create_app(config: dict | None = None) -> Flask:
     # "/api/v1//maps" is no path of the contract: a JSON 404, not Werkzeug's
     # redirect (an HTML 308) to the path with the slashes merged.
     app.url_map.merge_slashes = False
+    # Before any route: every <variable> refuses the words routes spell out.
+    app.url_map.converters["default"] = IdConverter
     app.json = OrjsonProvider(app)  # keys keep their order: the client's properties too
     register_extensions(app)
     trust_proxies(app)
@@ -47,27 +55,36 @@ def load_config(app: Flask, overrides: dict | None) -> None:
     app.config.from_pyfile("config.py", silent=True)
     app.config.from_mapping(settings.from_environment())
     app.config.from_mapping(overrides or {})
+    settings.check(app.config)
 
 
 def register_extensions(app: Flask) -> None:
-    database_url = app.config["SQLALCHEMY_DATABASE_URI"]
-    if database_url.startswith("sqlite:///"):
-        os.makedirs(app.instance_path, exist_ok=True)
     app.config.setdefault(
         "SQLALCHEMY_ENGINE_OPTIONS",
-        settings.engine_options(database_url, int(app.config["DATABASE_POOL_SIZE"])),
+        settings.engine_options(
+            app.config["SQLALCHEMY_DATABASE_URI"], app.config["DATABASE_POOL_SIZE"]
+        ),
     )
     db.init_app(app)
     # Batch mode: SQLite alters a table by copying it, which Alembic then does.
-    migrate.init_app(app, db, directory=MIGRATIONS, render_as_batch=True, compare_type=True)
+    migrate.init_app(
+        app,
+        db,
+        directory=MIGRATIONS,
+        render_as_batch=True,
+        compare_type=True,
+        include_object=include_object,
+    )
     with app.app_context():
         configure_engine(db.engine)
+    journal.init_app(app)
     ratelimit.init_app(app)
+    idempotency.init_app(app)
 
 
 def trust_proxies(app: Flask) -> None:
     """Read the client's address and scheme from N trusted proxies' headers."""
-    hops = int(app.config["TRUSTED_PROXIES"])
+    hops = app.config["TRUSTED_PROXIES"]
     if hops > 0:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 

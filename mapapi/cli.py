@@ -1,34 +1,86 @@
 """The ``mapapi`` command: serve the API and manage accounts and keys.
 
-Every failure is one line on stderr and exit status 1; ``keys create``
-prints the secret alone on stdout so that ``KEY=$(mapapi keys create ...)``
-works.
+Every failure is one line on stderr: exit status 2 for a setting, an option
+or an address the command cannot use, or a database it cannot reach; exit
+status 1 for anything else. ``keys create`` prints the secret alone on
+stdout so that ``KEY=$(mapapi keys create ...)`` works.
 """
 
 import logging
+import os
 import re
+import signal
+import socket
 import sqlite3
 import sys
+from contextlib import contextmanager
 from functools import wraps
+from importlib.metadata import version
 
 import click
 from flask import current_app
-from flask.cli import FlaskGroup, with_appcontext
+from flask.cli import ScriptInfo, with_appcontext
 from flask_migrate.cli import db as db_group
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from . import server
-from .config import bootstrap_enabled
+from .config import SettingError, without_password
 from .contract.schemas import SCOPES
+from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
 from .services import accounts as account_service
+from .services import events as event_service
 from .services.keys import issue_key, listed_keys, revoke_key
 from .storage.backup import BackupError, backup_sqlite
-from .storage.upgrade import prepare_schema
+from .storage.upgrade import apply_migrations, prepare_schema
 from .timeutil import format_timestamp, parse_timestamp, utcnow
 
 _SEPARATORS = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
+log = logging.getLogger(__name__)
+
+
+class SettingRefused(click.ClickException):
+    """A setting, option, address or database the command cannot use: exit 2."""
+
+    exit_code = 2
+
+
+def open_database(*, create: bool = False) -> None:
+    """Connect once before the command does anything; refuse in one line if that fails.
+
+    Only ``serve`` and ``db upgrade`` (``create=True``) may make a new SQLite
+    file (and its folder): any other command run from the wrong folder would
+    otherwise leave an empty database there and report that it has no schema.
+    """
+    url = db.engine.url
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        path = os.path.abspath(url.database)
+        if create:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            except OSError as error:
+                raise SettingRefused(
+                    f"MAPAPI_DATABASE_URL: cannot create the folder of {path}: {error.strerror}."
+                ) from None
+        elif not os.path.exists(path):
+            raise click.ClickException(
+                f"There is no database file {path}: create it with `mapapi db upgrade` "
+                "(or `mapapi serve`), or set MAPAPI_DATABASE_URL or MAPAPI_INSTANCE_PATH "
+                "to where it is."
+            )
+    try:
+        with db.engine.connect():
+            pass
+    except DBAPIError as error:
+        raise SettingRefused(
+            f"MAPAPI_DATABASE_URL: the database {url.render_as_string(hide_password=True)} "
+            f"cannot be reached: {first_line(error.orig)}"
+        ) from None
+
+
+def first_line(error: BaseException) -> str:
+    return str(error).strip().partition("\n")[0]
 
 
 def operator_command(function):
@@ -37,6 +89,7 @@ def operator_command(function):
     @wraps(function)
     @with_appcontext
     def run(*args, **kwargs):
+        open_database()
         try:
             result = function(*args, **kwargs)
             db.session.commit()
@@ -60,10 +113,10 @@ def database_failure(error: DBAPIError) -> str:
     The driver's own first line only: SQLAlchemy's text adds the statement
     and its parameters, which may hold a key's hash.
     """
-    first_line = str(error.orig).strip().partition("\n")[0]
+    line = first_line(error.orig)
     if _is_missing_table(error):
-        return f"The database has no schema ({first_line}): run `mapapi db upgrade` first."
-    return f"Database error: {first_line}"
+        return f"The database has no schema ({line}): run `mapapi db upgrade` first."
+    return f"Database error: {line}"
 
 
 def _is_missing_table(error: DBAPIError) -> bool:
@@ -100,26 +153,104 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 
 
 @click.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=int)
-@click.option("--threads", default=8, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True, help="the address to listen on")
+@click.option(
+    "--port", default=8080, show_default=True, type=click.IntRange(1, 65535), help="1 to 65535"
+)
+@server.limit_options
 @with_appcontext
-def serve_command(host, port, threads):
-    """Run the API under waitress."""
+def serve_command(host, port, **limits):
+    """Run the API under waitress (creates the schema on an empty database)."""
+    _log_to_stderr()
+    app = current_app._get_current_object()
+    check_address(host, port)
+    open_database(create=True)
+    with _startup_errors():
+        prepare_schema()
+        if app.config["BOOTSTRAP"]:
+            _bootstrap()
+    db.session.remove()
+    log.info(
+        "mapapi %s: database %s, rate-limit storage %s",
+        version("mapapi"),
+        db.engine.url.render_as_string(hide_password=True),
+        without_password(app.config["RATELIMIT_STORAGE_URI"]),
+    )
+    delivery = start_in_background(app)
+    try:
+        server.serve(app, host=host, port=port, limits=server.Limits(**limits))
+    except OSError as error:  # taken between the check and the server's own bind
+        raise SettingRefused(f"--port {port}: cannot listen on {host}: {error.strerror}.") from None
+    finally:
+        if delivery is not None:
+            thread, stop = delivery
+            stop.set()
+            thread.join(timeout=DELIVERY_DRAIN_SECONDS)
+
+
+#: How long a stopping process lets the webhook attempts in flight finish
+#: (an attempt cut short is made again by another process, or after a restart).
+DELIVERY_DRAIN_SECONDS = 15
+
+
+def check_address(host: str, port: int) -> None:
+    """Refuse, before anything starts, an address the server could not listen on."""
+    try:
+        addresses = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as error:
+        raise SettingRefused(
+            f"--host {host!r}: not an address to listen on ({error.strerror})."
+        ) from None
+    for family, kind, protocol, _name, address in addresses:
+        with socket.socket(family, kind, protocol) as probe:
+            # As waitress binds: a port left in TIME_WAIT is free, a listening one is not.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                raise SettingRefused(
+                    f"--port {port}: cannot listen on {host}:{port} ({error.strerror})."
+                ) from None
+
+
+@click.command("worker")
+@with_appcontext
+def worker_command():
+    """Deliver webhooks only (no HTTP server), until SIGTERM or SIGINT."""
+    _log_to_stderr()
+    open_database()
+    with _startup_errors():
+        prepare_schema()
+    db.session.remove()
+    worker = DeliveryWorker(current_app._get_current_object())
+
+    def request_stop(signum, _frame):
+        log.info("%s: finishing the attempts in flight, then stopping", signal.Signals(signum).name)
+        worker.stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    log.info("Delivering webhooks")
+    worker.run()
+
+
+def _log_to_stderr() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = current_app._get_current_object()
+
+
+@contextmanager
+def _startup_errors():
+    """A schema out of date or a database that refuses: one line, exit 1."""
     try:
-        prepare_schema()
-        if bootstrap_enabled(app.config["BOOTSTRAP"]):
-            _bootstrap()
+        yield
     except RuntimeError as error:
         raise click.ClickException(str(error)) from None
     except DBAPIError as error:
         raise click.ClickException(database_failure(error)) from None
-    db.session.remove()
-    server.serve(app, host=host, port=port, threads=threads)
 
 
 def _bootstrap() -> None:
@@ -224,11 +355,47 @@ def revoke(key_id):
     revoke_key(key_id)
 
 
+@click.command("upgrade")
+@click.argument("revision", default="head")
+@with_appcontext
+def upgrade_command(revision):
+    """Apply the schema migrations of this version; an existing database is upgraded in place."""
+    open_database(create=True)
+    try:
+        apply_migrations(revision)
+    except DBAPIError as error:
+        raise click.ClickException(database_failure(error)) from None
+
+
+@click.group("events")
+def events_group():
+    """The change feed's events."""
+
+
+@events_group.command("sweep")
+@operator_command
+def sweep_events():
+    """Delete the events older than MAPAPI_EVENTS_RETENTION_DAYS now.
+
+    `mapapi serve` sweeps by itself every few minutes while it records
+    events; this is for a database nobody writes to, or a cron job.
+    """
+    deleted = 0
+    while True:
+        batch = event_service.sweep()
+        db.session.commit()
+        deleted += batch
+        if batch < event_service.SWEEP_BATCH:
+            break
+    click.echo(f"{deleted} events deleted")
+
+
 @click.command("backup")
 @click.argument("path", type=click.Path(dir_okay=False))
 @with_appcontext
 def backup_command(path):
     """Copy the embedded SQLite database to PATH, consistently, while it serves."""
+    open_database()
     try:
         backup_sqlite(path)
     except (BackupError, sqlite3.Error) as error:
@@ -236,26 +403,74 @@ def backup_command(path):
     click.echo(f"Backed up to {path}", err=True)
 
 
-COMMANDS = (serve_command, accounts_group, keys_group)
+#: The operator's commands, on ``mapapi`` and on ``flask --app mapapi`` alike.
+COMMANDS = (serve_command, worker_command, accounts_group, keys_group, events_group)
+
+
+@click.group("db")
+def operator_db_group():
+    """Apply schema migrations; back up the embedded SQLite database."""
+
+
+operator_db_group.add_command(upgrade_command)
+operator_db_group.add_command(backup_command)
 
 
 def register_commands(app) -> None:
+    """``flask --app mapapi``: the operator's commands beside Flask's own.
+
+    There ``db`` is Flask-Migrate's whole group (writing migrations too),
+    with ``db backup`` added.
+    """
     for command in COMMANDS:
         app.cli.add_command(command)
-    # Beside Flask-Migrate's `db upgrade`: `mapapi db backup PATH`.
     db_group.add_command(backup_command)
 
 
 def _create_app():
     from . import create_app
 
-    return create_app()
+    try:
+        return create_app()
+    except SettingError as error:
+        raise SettingRefused(str(error)) from None
 
 
-main = FlaskGroup(
-    name="mapapi",
-    help="Serve mapapi and manage its accounts and API keys.",
-    create_app=_create_app,
-    add_default_commands=False,
-    load_dotenv=False,
-)
+class OperatorGroup(click.Group):
+    """The ``mapapi`` command: the operator's commands only, on the app factory.
+
+    Flask's development commands (``run``, ``shell``, ``routes``, writing
+    migrations) stay behind ``flask --app mapapi``. A mistake on the command
+    line is one line on stderr, exit 2, like a bad setting.
+    """
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        extra.setdefault(
+            "obj",
+            ScriptInfo(create_app=_create_app, set_debug_flag=False, load_dotenv_defaults=False),
+        )
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+    def main(self, args=None, prog_name=None, **extra):
+        try:
+            status = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.UsageError as error:
+            click.echo(f"Error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+@click.group("mapapi", cls=OperatorGroup)
+@click.version_option(version("mapapi"), prog_name="mapapi", message="%(prog)s %(version)s")
+def main():
+    """Serve mapapi and manage its accounts and API keys."""
+
+
+for _command in (*COMMANDS, operator_db_group):
+    main.add_command(_command)

@@ -1,38 +1,201 @@
-"""Every setting with its default, and where each comes from.
+"""Every setting with its default, where each comes from, and how each is checked.
 
 Precedence, lowest first: the defaults below, an optional ``instance/config.py``,
 the ``MAPAPI_*`` environment variables, then the ``config`` mapping given to
 ``create_app`` (used by the tests).
+
+Every setting is declared once in ``SETTINGS``: its environment variable, its
+Flask config key, the parser that turns the text into the value the code
+reads, its default and, in words, what it accepts. ``create_app`` parses them
+all before anything starts; a value a parser refuses is a ``SettingError``
+naming the setting and what it accepts, which the ``mapapi`` command prints
+as one line (exit 2). Adding a setting is one line in ``SETTINGS``.
 """
 
+import importlib.util
 import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from limits import parse as parse_rate
+from limits.storage import SCHEMES as RATE_LIMIT_SCHEMES
+from limits.storage import MovingWindowSupport
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from .contract.fields import document_text
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
+
+class SettingError(ValueError):
+    """A setting whose value its parser refused: the message is one line for the operator."""
+
+
+# --- parsers: text (or an already typed value) -> the value the code reads ---
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def boolean(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError
+
+
+def integer(minimum: int) -> Callable[[Any], int]:
+    """Decimal digits only, at least ``minimum``."""
+
+    def parse(value) -> int:
+        if isinstance(value, bool):
+            raise ValueError
+        if not isinstance(value, int):
+            text = str(value).strip()
+            if not re.fullmatch(r"[0-9]{1,9}", text):
+                raise ValueError
+            value = int(text)
+        if value < minimum:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def rate(value) -> str:
+    """A limit ``limits`` reads, of at least one request: kept as written."""
+    text = str(value).strip()
+    if parse_rate(text).amount < 1:
+        raise ValueError
+    return text
+
+
+def database_url(value) -> str:
+    """A URL SQLAlchemy can open: a known dialect whose driver is installed."""
+    text = str(value).strip()
+    try:
+        url = make_url(text)
+        dialect = url.get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError):
+        raise ValueError from None
+    try:
+        dialect.import_dbapi()
+    except ImportError:
+        raise SettingError(
+            f"MAPAPI_DATABASE_URL: the driver of {url.drivername} is not installed "
+            f"({_driver_hint(url.drivername)})."
+        ) from None
+    return text
+
+
+def _driver_hint(drivername: str) -> str:
+    if drivername.startswith("postgresql"):
+        return 'install mapapi with `pip install "mapapi[postgres]"` and write postgresql+psycopg://'
+    return "install its Python package, or use sqlite:/// or postgresql+psycopg://"
+
+
+def rate_limit_storage(value) -> str:
+    """A ``limits`` storage that keeps moving windows, with its client installed."""
+    text = str(value).strip()
+    scheme = text.partition("://")[0]
+    storage = RATE_LIMIT_SCHEMES.get(scheme)
+    if "://" not in text or storage is None or scheme.startswith("async+"):
+        raise ValueError
+    if not issubclass(storage, MovingWindowSupport):
+        raise ValueError
+    # Redis' storage lists both clients it can use: the scheme says which.
+    needed = [name for name in storage.DEPENDENCIES if scheme.startswith(name)]
+    needed = needed or list(storage.DEPENDENCIES)
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise SettingError(
+            f"MAPAPI_RATELIMIT_STORAGE_URI: {scheme}:// needs the Python package "
+            f"{', '.join(missing)}, which is not installed "
+            '(`pip install "mapapi[redis]"` for Redis).'
+        )
+    return text
+
+
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
+
+
+def origins(value) -> tuple[str, ...]:
+    """Comma-separated ``scheme://host[:port]`` origins, or ``*`` for any; empty for none."""
+    if isinstance(value, (list, tuple)):
+        items = [str(item).strip() for item in value]
+    else:
+        items = [item.strip() for item in str(value).split(",")]
+    items = [item for item in items if item]
+    if items == ["*"]:
+        return ("*",)
+    if not all(_ORIGIN.fullmatch(item) for item in items):
+        raise ValueError
+    return tuple(item.lower() for item in items)
+
+
+def path(value) -> str:
+    text = str(value).strip()
+    if not text:
+        raise ValueError
+    return text
+
+
+class Setting(NamedTuple):
+    env: str
+    key: str
+    parse: Callable[[Any], Any]
+    default: Any
+    accepts: str
+
+
+_RATE = "a rate such as '1000 per hour' (N per second, minute, hour or day; N at least 1)"
+_BOOLEAN = "one of 1 0 true false yes no on off (any case)"
+
+#: Every setting of ``serve``, ``worker`` and ``mcp``. The database's default
+#: depends on the instance folder (``defaults``), so it is declared as None.
+SETTINGS = (
+    Setting("MAPAPI_DATABASE_URL", "SQLALCHEMY_DATABASE_URI", database_url, None,
+            "a database URL: sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/NAME"),
+    Setting("MAPAPI_RATELIMIT_STORAGE_URI", "RATELIMIT_STORAGE_URI", rate_limit_storage, "memory://",
+            "memory:// or redis://HOST:PORT/N (rediss://, redis+sentinel://, redis+cluster:// too)"),
+    Setting("MAPAPI_RATELIMIT_GENERAL", "RATELIMIT_GENERAL", rate, "1000 per hour", _RATE),
+    Setting("MAPAPI_RATELIMIT_MAP_CREATE", "RATELIMIT_MAP_CREATE", rate, "50 per hour", _RATE),
+    Setting("MAPAPI_RATELIMIT_BULK", "RATELIMIT_BULK", rate, "20 per hour", _RATE),
+    Setting("MAPAPI_BOOTSTRAP", "BOOTSTRAP", boolean, "1", _BOOLEAN),
+    # How many reverse proxies in front of the service set X-Forwarded-*;
+    # 0 trusts none, so a client cannot choose its own rate-limit address.
+    Setting("MAPAPI_TRUSTED_PROXIES", "TRUSTED_PROXIES", integer(0), "0", "a whole number, 0 or more"),
+    # Connections kept per process; waitress runs 8 threads by default.
+    Setting("MAPAPI_DATABASE_POOL_SIZE", "DATABASE_POOL_SIZE", integer(1), "8", "a whole number, 1 or more"),
+    Setting("MAPAPI_EVENTS_RETENTION_DAYS", "EVENTS_RETENTION_DAYS", integer(1), "30", "a whole number of days, 1 or more"),
+    Setting("MAPAPI_WEBHOOKS_ALLOW_PRIVATE", "WEBHOOKS_ALLOW_PRIVATE", boolean, "0", _BOOLEAN),
+    Setting("MAPAPI_WEBHOOKS_DELIVER", "WEBHOOKS_DELIVER", boolean, "1", _BOOLEAN),
+    Setting("MAPAPI_IDEMPOTENCY_TTL_HOURS", "IDEMPOTENCY_TTL_HOURS", integer(1), "24", "a whole number of hours, 1 or more"),
+    # How long a key stays "in use" when the process running its request
+    # died: a retry after that runs the request afresh (docs/decisions.md).
+    Setting("MAPAPI_IDEMPOTENCY_LEASE_SECONDS", "IDEMPOTENCY_LEASE_SECONDS", integer(1), "30", "a whole number of seconds, 1 or more"),
+    Setting("MAPAPI_CORS_ORIGINS", "CORS_ORIGINS", origins, "",
+            "empty, * or comma-separated origins such as https://app.example.com,http://localhost:3000"),
+    Setting("MAPAPI_GZIP_MIN_BYTES", "GZIP_MIN_BYTES", integer(0), "1024", "a whole number of bytes, 0 (off) or more"),
+)  # fmt: skip
+
 #: Environment variable -> Flask config key.
-ENVIRONMENT = {
-    "MAPAPI_DATABASE_URL": "SQLALCHEMY_DATABASE_URI",
-    "MAPAPI_RATELIMIT_STORAGE_URI": "RATELIMIT_STORAGE_URI",
-    "MAPAPI_RATELIMIT_GENERAL": "RATELIMIT_GENERAL",
-    "MAPAPI_RATELIMIT_MAP_CREATE": "RATELIMIT_MAP_CREATE",
-    "MAPAPI_RATELIMIT_BULK": "RATELIMIT_BULK",
-    "MAPAPI_BOOTSTRAP": "BOOTSTRAP",
-    "MAPAPI_TRUSTED_PROXIES": "TRUSTED_PROXIES",
-    "MAPAPI_DATABASE_POOL_SIZE": "DATABASE_POOL_SIZE",
-}
+ENVIRONMENT = {setting.env: setting.key for setting in SETTINGS}
 
 
 def defaults(instance_path: str) -> dict:
     """The built-in settings; the database lives in the instance folder."""
+    declared = {setting.key: setting.default for setting in SETTINGS}
     return {
+        **declared,
         "SQLALCHEMY_DATABASE_URI": "sqlite:///" + os.path.join(instance_path, "mapapi.sqlite3"),
-        "RATELIMIT_STORAGE_URI": "memory://",
         "RATELIMIT_STRATEGY": "moving-window",
-        "RATELIMIT_GENERAL": "1000 per hour",
-        "RATELIMIT_MAP_CREATE": "50 per hour",
-        "RATELIMIT_BULK": "20 per hour",
         "RATELIMIT_KEY_PREFIX": "mapapi",
         # Errors of the storage arrive as limits' StorageError (ratelimit.py
         # then counts in memory), and an unreachable Redis answers quickly.
@@ -43,17 +206,59 @@ def defaults(instance_path: str) -> dict:
         },
         # While the storage is unreachable, how often one request tries it again.
         "RATELIMIT_STORAGE_RETRY_SECONDS": 5,
-        "BOOTSTRAP": "1",
-        # How many reverse proxies in front of the service set X-Forwarded-*;
-        # 0 trusts none, so a client cannot choose its own rate-limit address.
-        "TRUSTED_PROXIES": "0",
-        # Connections kept per process; waitress runs 8 threads by default.
-        "DATABASE_POOL_SIZE": "8",
         "MAX_CONTENT_LENGTH": MAX_BODY_BYTES,
         # OPTIONS is not part of the contract: without this Flask would answer
         # it itself with an empty, non-JSON 200.
         "PROVIDE_AUTOMATIC_OPTIONS": False,
+        # 1: webhook URLs may point inside the network (tests, trusted setups).
+        "WEBHOOKS_ALLOW_PRIVATE": "0",
+        # 0: `mapapi serve` delivers no webhooks (a `mapapi worker` does).
+        "WEBHOOKS_DELIVER": "1",
+        # Seconds before each retry of a failed delivery (the contract's);
+        # set in the app's config only, by tests that cannot wait a day.
+        "WEBHOOKS_RETRY_SCHEDULE": (5, 30, 120, 600, 3600, 21600, 86400),
+        # How often an idle delivery worker looks for new events and due attempts.
+        "WEBHOOKS_POLL_SECONDS": 1.0,
+        # Attempts one process makes at the same time.
+        "WEBHOOKS_CONCURRENCY": 8,
     }
+
+
+def from_environment(environ: Mapping[str, str] = os.environ) -> dict:
+    """The settings given as ``MAPAPI_*`` environment variables (an empty one is unset)."""
+    return {key: environ[name] for name, key in ENVIRONMENT.items() if environ.get(name)}
+
+
+def check(config: dict, environ: Mapping[str, str] = os.environ) -> None:
+    """Parse every declared setting of ``config`` in place; SettingError on the first bad one.
+
+    The error names the environment variable when the value came from
+    there, else the config key (``instance/config.py``).
+    """
+    for setting in SETTINGS:
+        value = config[setting.key]
+        try:
+            config[setting.key] = setting.parse(value)
+        except SettingError:
+            raise
+        except ValueError:
+            name = setting.env if environ.get(setting.env) else setting.key
+            raise SettingError(
+                f"{name}={shown(setting, value)} is not accepted: it takes {setting.accepts}."
+            ) from None
+
+
+def shown(setting: Setting, value) -> str:
+    """The value as the error shows it: quoted, escaped, any password hidden."""
+    text = str(value)
+    if setting.key in {"SQLALCHEMY_DATABASE_URI", "RATELIMIT_STORAGE_URI"}:
+        text = without_password(text)
+    return repr(text)
+
+
+def without_password(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part replaced by ``***``."""
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url, count=1)
 
 
 def engine_options(database_url: str, pool_size: int) -> dict:
@@ -82,13 +287,3 @@ def engine_options(database_url: str, pool_size: int) -> dict:
             "options": "-c statement_timeout=30000",
         }
     return options
-
-
-def from_environment(environ=os.environ) -> dict:
-    """The settings given as ``MAPAPI_*`` environment variables."""
-    return {key: environ[name] for name, key in ENVIRONMENT.items() if environ.get(name)}
-
-
-def bootstrap_enabled(value) -> bool:
-    """``MAPAPI_BOOTSTRAP=0`` (or false/no/off) turns the first-run key off."""
-    return str(value).strip().lower() not in {"0", "false", "no", "off"}

@@ -4,6 +4,7 @@ from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
+from flask_sqlalchemy.session import Session as FlaskSession
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
@@ -22,9 +23,27 @@ class Base(DeclarativeBase):
     )
 
 
+class Session(FlaskSession):
+    """A session whose commit can be held back until the request's answer is known.
+
+    While ``info["commit_held"]`` is set, ``commit()`` only flushes: the
+    work stays in the open transaction, to be committed together with the
+    answer kept for its ``Idempotency-Key`` (``http.idempotency``), so that
+    a process that dies in between leaves both or neither.
+    """
+
+    def commit(self) -> None:
+        if self.info.get("commit_held"):
+            self.flush()
+            return
+        super().commit()
+
+
 # Objects stay readable after commit, so a view can dump what it just wrote
 # without reloading it.
-db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
+db = SQLAlchemy(
+    model_class=Base, session_options={"expire_on_commit": False, "class_": Session}
+)
 
 migrate = Migrate()
 

@@ -1,4 +1,9 @@
-"""Serving the app with waitress, and stopping without dropping a request.
+"""Serving the app with waitress, within limits, and stopping without
+dropping a request.
+
+The limits (threads, connections, time-outs: ``Limits``) are options of
+`mapapi serve`, each also read from a ``MAPAPI_*`` variable; what each
+connection may take is enforced in ``connections``.
 
 On SIGTERM or SIGINT the server stops accepting connections, lets the
 requests it has already received run to their responses, then closes its
@@ -7,12 +12,17 @@ restart therefore never cuts an acknowledged write in half.
 """
 
 import logging
+import resource
 import signal
 import threading
 import time
+from dataclasses import dataclass, replace
 
-import waitress
+import click
 from waitress import wasyncore
+
+from .config import MAX_BODY_BYTES
+from .connections import create_server
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +32,86 @@ DRAIN_SECONDS = 30.0
 READ_GRACE_SECONDS = 0.5
 
 
-def serve(app, host: str, port: int, threads: int) -> None:
-    server = waitress.create_server(app, host=host, port=port, threads=threads)
+@dataclass(frozen=True)
+class Limits:
+    """What the server gives its clients; docs/limits.md says why each default."""
+
+    threads: int = 8
+    connection_limit: int = 2000
+    idle_timeout: int = 30
+    header_timeout: int = 10
+    send_timeout: int = 60
+    body_bytes: int = MAX_BODY_BYTES
+    #: A refused body is read and dropped up to this size, so that the
+    #: client reads the answer; past it the connection is closed.
+    drain_bytes: int = 4 * 1024 * 1024
+
+    def open_files_needed(self) -> int:
+        # A connection is a socket, plus a temporary file for a body over
+        # 512 KiB or for answers waiting past 1 MiB; a few for the rest.
+        return 2 * self.connection_limit + 64
+
+
+#: The settings of `mapapi serve` beyond its address: option, variable, help.
+LIMIT_OPTIONS = (
+    ("threads", "MAPAPI_THREADS", "Worker threads: requests served at once."),
+    ("connection_limit", "MAPAPI_CONNECTION_LIMIT", "Open connections at most."),
+    (
+        "idle_timeout",
+        "MAPAPI_IDLE_TIMEOUT",
+        "Seconds an idle or stalled connection stays open.",
+    ),
+    (
+        "header_timeout",
+        "MAPAPI_HEADER_TIMEOUT",
+        "Seconds a request's headers may take to arrive.",
+    ),
+    (
+        "send_timeout",
+        "MAPAPI_SEND_TIMEOUT",
+        "Seconds a client may take no byte of its answer.",
+    ),
+)
+
+
+def limit_options(command):
+    """Add the limits' options (each also read from its variable) to ``command``."""
+    for name, variable, text in reversed(LIMIT_OPTIONS):
+        command = click.option(
+            "--" + name.replace("_", "-"),
+            name,
+            envvar=variable,
+            default=getattr(Limits, name),
+            show_default=True,
+            show_envvar=True,
+            type=click.IntRange(min=1),
+            help=text,
+        )(command)
+    return command
+
+
+def raise_open_files_limit(limits: Limits) -> Limits:
+    """Raise the process's open-files limit to what ``limits`` needs, as far
+    as the hard limit allows; fewer connections when it does not."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = limits.open_files_needed()
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        soft = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        fitting = max(1, (soft - 64) // 2)
+        log.warning(
+            "open-files limit %d is too low for %d connections: accepting %d",
+            soft, limits.connection_limit, fitting,
+        )  # fmt: skip
+        limits = replace(limits, connection_limit=fitting)
+    return limits
+
+
+def serve(app, host: str, port: int, limits: Limits | None = None) -> None:
+    limits = replace(limits or Limits(), body_bytes=app.config["MAX_CONTENT_LENGTH"])
+    limits = raise_open_files_limit(limits)
+    server = create_server(app, host, port, limits)
     stopping = threading.Event()
 
     def request_stop(signum, _frame):
@@ -31,7 +119,8 @@ def serve(app, host: str, port: int, threads: int) -> None:
             return
         stopping.set()
         log.info(
-            "%s: finishing the requests in progress, then stopping", signal.Signals(signum).name
+            "%s: finishing the requests in progress, then stopping",
+            signal.Signals(signum).name,
         )
         shutdown(server)
 

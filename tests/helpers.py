@@ -1,17 +1,20 @@
 """Checks of the contract's envelopes, a free local port, and ``mapapi serve``
 in a subprocess."""
 
+import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import requests
 
+from . import backends
 from .factories import error_code
 
 ERROR_KEYS = {"code", "message", "details"}
@@ -90,10 +93,26 @@ def mapapi_program() -> str:
     return found
 
 
-class ServeProcess:
-    """``mapapi serve`` in a subprocess on a free port; its output in files of ``workdir``."""
+def run_mapapi(env: dict, cwd: Path, *args) -> subprocess.CompletedProcess:
+    """A ``mapapi`` command run to its end, its output captured as text."""
+    return subprocess.run(
+        [mapapi_program(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
 
-    def __init__(self, env: dict, workdir: Path, name: str, threads: int | None = None):
+
+def checked(result: subprocess.CompletedProcess) -> str:
+    """The standard output of a command that must have succeeded."""
+    assert result.returncode == 0, (result.args, result.returncode, result.stderr)
+    return result.stdout
+
+
+class ServeProcess:
+    """``mapapi serve`` in a subprocess on a free port; its output in files of ``workdir``.
+
+    ``options`` are more of the command's options, such as ``("--send-timeout", "5")``.
+    """
+
+    def __init__(self, env: dict, workdir: Path, name: str, threads: int | None = None, options=()):
         self.name = name
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -102,6 +121,7 @@ class ServeProcess:
         command = [mapapi_program(), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         if threads is not None:
             command += ["--threads", str(threads)]
+        command += list(options)
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen(command, cwd=workdir, env=env, stdout=out, stderr=err)
 
@@ -136,3 +156,43 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=5)
+
+
+def serve_env(workdir: Path, database_url: str, **variables) -> dict:
+    """The environment of a ``mapapi`` command: no MAPAPI_* but these."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MAPAPI_")}
+    env.update(
+        MAPAPI_DATABASE_URL=database_url,
+        MAPAPI_INSTANCE_PATH=str(workdir / "instance"),
+        MAPAPI_BOOTSTRAP="1",
+    )
+    env.update(variables)
+    return env
+
+
+@contextmanager
+def served_mapapi(workdir: Path, options=(), **variables):
+    """``mapapi serve`` with its default settings (but ``options`` and
+    ``MAPAPI_*`` ``variables``) on the suite's backend, up and answering:
+    ``(process, the first-run key)``; stopped and its database dropped after.
+    """
+    database_url = f"sqlite:///{workdir / 'served.sqlite3'}"
+    if backends.on_postgres():
+        database_url = backends.create_postgres_database()
+        variables.setdefault("MAPAPI_RATELIMIT_STORAGE_URI", backends.REDIS_URL)
+        (workdir / "instance").mkdir(exist_ok=True)
+        # Buckets of this server only, in the suite's Redis.
+        (workdir / "instance" / "config.py").write_text(
+            f"RATELIMIT_KEY_PREFIX = {backends.unique_prefix()!r}\n"
+        )
+    server = ServeProcess(
+        serve_env(workdir, database_url, **variables), workdir, "serve", options=options
+    )
+    try:
+        server.wait_until_up()
+        key = server.stdout().strip().splitlines()[-1]
+        yield server, key
+    finally:
+        server.stop()
+        if backends.on_postgres():
+            backends.drop_postgres_database(database_url)

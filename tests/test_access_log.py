@@ -2,17 +2,11 @@
 
 import json
 import logging
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import requests
 
 from .factories import make_map
+from .helpers import ServeProcess, serve_env
 
 
 def access_lines(caplog) -> list[dict]:
@@ -45,33 +39,21 @@ def test_refused_requests_are_logged_without_the_key_they_sent(client, caplog):
 
 def test_mapapi_serve_writes_the_access_log_after_migrating_sqlite(tmp_path):
     """The migration at start-up must not swallow the service's logging setup."""
-    mapapi = Path(sys.executable).with_name("mapapi")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "MAPAPI_DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}"}
-    server = subprocess.Popen(
-        [str(mapapi), "serve", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    env = serve_env(tmp_path, f"sqlite:///{tmp_path / 'served.sqlite3'}")
+    server = ServeProcess(env, tmp_path, "served")
     try:
-        key = server.stdout.readline().strip()
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                response = requests.get(
-                    f"http://127.0.0.1:{port}/api/v1/maps",
-                    headers={"Authorization": f"Bearer {key}", "X-Request-Id": "served-1"},
-                    timeout=2,
-                )
-                break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+        server.wait_until_up()
+        key = server.stdout().strip()
+        response = requests.get(
+            server.base + "/api/v1/maps",
+            headers={"Authorization": f"Bearer {key}", "X-Request-Id": "served-1"},
+            timeout=10,
+        )
         assert response.status_code == 200
     finally:
-        server.send_signal(signal.SIGTERM)
-        _, stderr = server.communicate(timeout=20)
+        server.stop()
+    stderr = server.stderr_path.read_text()
     access = [line for line in stderr.splitlines() if "mapapi.access" in line]
-    assert len(access) == 1 and '"request_id": "served-1"' in access[0]
+    api_lines = [line for line in access if '"path": "/api/v1/maps"' in line]
+    assert len(api_lines) == 1 and '"request_id": "served-1"' in api_lines[0]
     assert key not in stderr

@@ -212,7 +212,7 @@ def test_read_only_key_can_read(api, read_only):
     assert assert_ok(read_only.get("/keys"))["pagination"]["total"] == 2
 
 
-# --- the order of checks (API.md §1) ------------------------------------------
+# --- the order of checks (docs/api.md) ----------------------------------------
 
 
 def test_unknown_path_without_key_is_401_before_404(client):

@@ -3,7 +3,9 @@
 SIGKILL: while client threads stream single and bulk location creates, layer
 creates and layer moves at the server, it is killed; restarted on the same
 database it must hold every write the clients saw acknowledged, every bulk
-wholly or not at all, and every map's layer orders exactly 0..n-1.
+wholly or not at all, and every map's layer orders exactly 0..n-1; and the
+change feed must agree with the data: every acknowledged write has its
+event, and replaying every event gives exactly the resources there are.
 
 SIGTERM (and SIGINT): the server stops taking new connections, finishes the
 requests in progress with their normal responses, then exits with status 0.
@@ -22,14 +24,13 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import requests
 from sqlalchemy.engine import make_url
 
 from . import backends
-from .helpers import ServeProcess, mapapi_program
+from .helpers import ServeProcess, checked, run_mapapi
 
 API = "/api/v1"
 STARTUP_SECONDS = 30
@@ -41,14 +42,6 @@ STOP_SECONDS = 15  # SIGTERM: the process must be gone by then
 
 
 # --- a server in a subprocess ----------------------------------------------------
-
-
-def run_mapapi(env: dict, cwd: Path, *args) -> str:
-    result = subprocess.run(
-        [mapapi_program(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, (args, result.returncode, result.stderr)
-    return result.stdout
 
 
 class Caller:
@@ -134,9 +127,11 @@ def deployment(app_config, tmp_path):
 
     deployment = None
     try:
-        run_mapapi(env, tmp_path, "db", "upgrade")
-        run_mapapi(env, tmp_path, "accounts", "create", "crash@example.com")
-        secret = run_mapapi(env, tmp_path, "keys", "create", "crash@example.com", "--name", "crash")
+        checked(run_mapapi(env, tmp_path, "db", "upgrade"))
+        checked(run_mapapi(env, tmp_path, "accounts", "create", "crash@example.com"))
+        secret = checked(
+            run_mapapi(env, tmp_path, "keys", "create", "crash@example.com", "--name", "crash")
+        )
         deployment = Deployment()
         deployment.caller = Caller(secret.strip())
         yield deployment
@@ -415,6 +410,8 @@ def test_sigkill_mid_stream_loses_no_acknowledged_write_and_no_bulk_is_partial(
         else:
             assert set(ids) >= {i for i, m in stream.layers.items() if m == map_id}
 
+    events = check_feed_matches_data(caller, base, shared_maps + list(reorder), stream)
+
     writes = len(stream.singles) + len(stream.bulks) + len(stream.layers) + stream.moves
     report(
         capsys,
@@ -423,8 +420,47 @@ def test_sigkill_mid_stream_loses_no_acknowledged_write_and_no_bulk_is_partial(
         f"of {BULK_SIZE}, {len(stream.layers)} layers, {stream.moves} layer moves), "
         f"{len(acknowledged)} acknowledged ids all present after restart; "
         f"bulks: {bulks_whole} whole, {bulks_absent} absent, 0 partial; "
-        f"{len(stream.interrupted)} requests cut off by the kill",
+        f"{len(stream.interrupted)} requests cut off by the kill; "
+        f"{events} events, each with its change",
     )
+
+
+def check_feed_matches_data(caller: Caller, base: str, map_ids: list, stream: Stream) -> int:
+    """Every acknowledged write has its event, and the events replayed give
+    exactly the resources the database holds, each as its GET shows it: no
+    change without its event, no event without its change. How many events."""
+    events, after = [], None
+    while True:
+        query = "?limit=100" + (f"&after={after}" if after else "")
+        page = caller.data(base, "GET", f"/events{query}", 200)
+        events.extend(page["events"])
+        after = page["next"]
+        if not page["hasMore"]:
+            break
+    replayed = {}
+    for event in events:
+        kind, action = event["type"].split(".")
+        if action == "deleted":
+            replayed.pop((kind, event["data"]["id"]), None)
+        else:
+            replayed[kind, event["data"]["id"]] = event["data"]
+    present = {}
+    for map_id in map_ids:
+        present["map", map_id] = caller.data(base, "GET", f"/maps/{map_id}", 200)
+        for plural, kind in (("locations", "location"), ("layers", "layer")):
+            for item in caller.list_all(base, f"/maps/{map_id}/{plural}", plural):
+                present[kind, item["id"]] = item
+    assert replayed.keys() == present.keys(), (
+        f"events without their change: {sorted(replayed.keys() - present.keys())[:5]}; "
+        f"changes without their event: {sorted(present.keys() - replayed.keys())[:5]}"
+    )
+    stale = [key for key, body in present.items() if replayed[key] != body]
+    assert not stale, f"the last event of {stale[:5]} is not the resource as it is"
+    created = {event["data"]["id"] for event in events if event["type"] == "location.created"}
+    acknowledged = {i for _, i in stream.singles.values()}
+    acknowledged |= {i for _, ids in stream.bulks.values() for i in ids}
+    assert acknowledged <= created
+    return len(events)
 
 
 # --- SIGTERM / SIGINT: finish what is in flight, then exit 0 ---------------------------

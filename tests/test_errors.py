@@ -140,7 +140,7 @@ def test_doubled_slashes_are_not_found_not_redirected(api, map_id, method, path)
 
 
 @pytest.mark.parametrize(
-    "path", ["/nope", "/", "/api", "/api/v2/maps", "/healthz/x", "/favicon.ico"]
+    "path", ["/nope", "/api", "/api/v2/maps", "/healthz/x", "/favicon.ico"]
 )
 def test_unknown_path_outside_api_is_json_not_found(client, path):
     assert_error(client.get(path), 404, "NOT_FOUND")
@@ -149,7 +149,7 @@ def test_unknown_path_outside_api_is_json_not_found(client, path):
 
 @pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
 def test_no_static_file_route_outside_the_contract(client, method):
-    """API.md §7: only /healthz lives outside /api/v1; /static/... is an unknown path."""
+    """docs/api.md: only /healthz lives outside /api/v1; /static/... is an unknown path."""
     assert_error(client.open("/static/x.js", method=method), 404, "NOT_FOUND")
 
 

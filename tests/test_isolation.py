@@ -9,7 +9,7 @@ from .factories import make_category, make_layer, make_location, make_map, make_
 
 LOCATION = {"name": "Intruder", "lat": 10, "lng": 20}
 
-#: Every endpoint of API.md §2 that takes an id in its path, with a body that
+#: Every endpoint of docs/api.md that takes an id in its path, with a body that
 #: would change something if the id were accepted.
 ENDPOINTS = [
     ("GET", "/maps/{map}", None),

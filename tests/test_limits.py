@@ -1,6 +1,6 @@
 """Every size has a bound: a request exactly at it is accepted, one past it is refused.
 
-The bounds are those of API.md and docs/limits.md, which lists them all; the
+The bounds are those of docs/api.md and docs/limits.md, which lists them all; the
 last tests check that the document states the bounds tested here and the
 rate-limit defaults of the code.
 """

@@ -174,7 +174,7 @@ def test_no_secret_or_authorization_header_is_ever_logged_while_keys_live_and_di
     def fail(_title):
         raise RuntimeError("unexpected failure in a view")
 
-    monkeypatch.setattr("mapapi.api.maps.slug_for", fail)
+    monkeypatch.setattr("mapapi.services.maps.slug_for", fail)
     response = api.call("POST", "/maps", key, account=account, json={"title": "boom"})
     assert response.status_code == 500
     assert any(r.exc_info for r in all_logs.records), "the failure was logged with its traceback"

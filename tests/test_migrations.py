@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from mapapi import create_app
 from mapapi.extensions import db
+from mapapi.storage.search_indexes import TRIGRAM_INDEXES, include_object
 from mapapi.storage.upgrade import pending_migrations
 
 from . import backends
@@ -41,7 +42,9 @@ def migration_app(empty_database):
 def schema_differences(app) -> list:
     """What autogenerate would change to make the database match the models."""
     with app.app_context(), db.engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "include_object": include_object}
+        )
         return compare_metadata(context, db.metadata)
 
 
@@ -65,6 +68,56 @@ def test_upgrade_keeps_existing_data_and_is_idempotent(migration_app):
     assert again.exit_code == 0, again.output
     listed = runner.invoke(args=["accounts", "list"])
     assert "kept@example.com" in listed.stdout
+
+
+def test_migrations_and_create_all_make_the_trigram_indexes_on_postgresql(migration_app):
+    with migration_app.app_context():
+        upgrade()
+        on_postgresql = db.engine.dialect.name == "postgresql"
+        if not on_postgresql:
+            listed = "SELECT name FROM sqlite_master WHERE type = 'index'"
+        else:
+            listed = "SELECT indexname FROM pg_indexes WHERE tablename = 'locations'"
+        with db.engine.connect() as connection:
+            indexes = set(connection.execute(text(listed)).scalars())
+    assert "ix_locations_map_id_lat_lng" in indexes
+    assert (set(TRIGRAM_INDEXES) & indexes) == (set(TRIGRAM_INDEXES) if on_postgresql else set())
+
+
+def test_upgrade_fills_the_lower_cased_copies_of_existing_locations(migration_app):
+    """A database of the previous revision, with locations, upgraded in place."""
+    with migration_app.app_context():
+        upgrade(revision="1dda07e0f1ae")
+        with db.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO accounts (id, email, plan, created_at) "
+                    "VALUES ('a', 'a@example.com', 'pro', '2026-01-01')"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO maps (id, account_id, title, slug, description, country, city,"
+                    " public, allow_cloning, style, created_at, updated_at) VALUES ('m', 'a', 't',"
+                    " 't', '', '', '', false, true, 'streets', '2026-01-01', '2026-01-01')"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO locations (id, map_id, name, lat, lng, description, address,"
+                    " properties, created_at, updated_at) VALUES (:id, 'm', :name, 0, 0,"
+                    " 'ÉTÉ', 'İ', '{}', '2026-01-01', '2026-01-01')"
+                ),
+                [{"id": f"l{n}", "name": f"Café {n} ΣΑΣ"} for n in range(1500)],
+            )
+        upgrade()
+        with db.engine.connect() as connection:
+            rows = connection.execute(
+                text("SELECT name_folded, description_folded, address_folded FROM locations")
+            ).all()
+    assert len(rows) == 1500
+    assert set(rows[0][1:]) == {"été", "İ".lower()}
+    assert {row[0] for row in rows} == {f"Café {n} ΣΑΣ".lower() for n in range(1500)}
 
 
 def test_external_id_upgrade_keeps_locations_and_their_memberships(migration_app):

@@ -22,7 +22,7 @@ import requests
 from sqlalchemy import create_engine, inspect, text
 
 from . import backends
-from .helpers import ServeProcess, free_port, mapapi_program
+from .helpers import ServeProcess, checked, free_port, mapapi_program, run_mapapi
 
 API = "/api/v1"
 STARTUP_SECONDS = 20
@@ -40,15 +40,13 @@ def command_env(instance: Path, database_url: str, **extra) -> dict:
     return env
 
 
-def run_mapapi(env: dict, cwd: Path, *args) -> subprocess.CompletedProcess:
+def run_flask(env: dict, cwd: Path, *args) -> subprocess.CompletedProcess:
+    """Flask-Migrate's development commands (``db current``, ``db downgrade``)."""
+    flask = Path(mapapi_program()).with_name("flask")
     return subprocess.run(
-        [mapapi_program(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        [str(flask), "--app", "mapapi", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
     )
-
-
-def checked(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 0, (result.args, result.returncode, result.stderr)
-    return result.stdout
 
 
 def table_names(database_url: str) -> set[str]:
@@ -284,7 +282,7 @@ def prepare_empty(env, workdir, database_url):
 def prepare_downgraded(env, workdir, database_url):
     """Migrated, then taken back to before the first migration: no table left but alembic's."""
     checked(run_mapapi(env, workdir, "db", "upgrade"))
-    checked(run_mapapi(env, workdir, "db", "downgrade", "base"))
+    checked(run_flask(env, workdir, "db", "downgrade", "base"))
 
 
 @pytest.mark.parametrize(
@@ -293,7 +291,7 @@ def prepare_downgraded(env, workdir, database_url):
 def test_serve_creates_the_schema_on_an_empty_postgres_database_once(
     postgres_server, tmp_path, prepare
 ):
-    """API.md §8: serve "creates the schema on an empty database". Two
+    """docs/api.md: serve "creates the schema on an empty database". Two
     processes starting at the same moment: one creates it (and the first
     key), the other waits for it on the lock and finds it there."""
     database_url = backends.create_postgres_database()
@@ -309,8 +307,8 @@ def test_serve_creates_the_schema_on_an_empty_postgres_database_once(
         secrets = [line for server in servers for line in server.stdout().splitlines()]
         assert len(secrets) == 1, secrets  # the first key, printed once
         assert table_names(database_url) >= {"accounts", "api_keys", "maps", "locations"}
-        current = checked(run_mapapi(env, tmp_path, "db", "current")).split()
-        assert current == [*checked(run_mapapi(env, tmp_path, "db", "heads")).split()], current
+        current = checked(run_flask(env, tmp_path, "db", "current")).split()
+        assert current == [*checked(run_flask(env, tmp_path, "db", "heads")).split()], current
         caller = Caller(secrets[0])
         for server in servers:
             assert caller.request(server, "GET", "/maps").status_code == 200

@@ -7,12 +7,13 @@ from openapi_spec_validator import validate
 
 from mapapi.http.auth import API_PREFIX
 
-#: API.md §2, every operation.
+#: docs/api.md, every operation.
 CONTRACT_OPERATIONS = {
     ("GET", "/maps"), ("POST", "/maps"),
     ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),
     ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),
     ("POST", "/maps/{mapId}/locations/bulk"),
+    ("GET", "/maps/{mapId}/locations.geojson"), ("POST", "/maps/{mapId}/locations/import"),
     ("POST", "/maps/{mapId}/locations/upsert"), ("POST", "/maps/{mapId}/locations/bulk-delete"),
     ("GET", "/maps/{mapId}/locations/{locId}"), ("PUT", "/maps/{mapId}/locations/{locId}"),
     ("DELETE", "/maps/{mapId}/locations/{locId}"),
@@ -27,6 +28,11 @@ CONTRACT_OPERATIONS = {
     ("GET", "/maps/{mapId}/layers/{layerId}"), ("PUT", "/maps/{mapId}/layers/{layerId}"),
     ("DELETE", "/maps/{mapId}/layers/{layerId}"),
     ("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/{keyId}"),
+    ("GET", "/events"),
+    ("GET", "/webhooks"), ("POST", "/webhooks"),
+    ("GET", "/webhooks/{webhookId}"), ("PUT", "/webhooks/{webhookId}"),
+    ("DELETE", "/webhooks/{webhookId}"),
+    ("POST", "/webhooks/{webhookId}/ping"), ("GET", "/webhooks/{webhookId}/deliveries"),
 }  # fmt: skip
 
 
@@ -78,21 +84,32 @@ def test_every_operation_has_a_summary_errors_and_headers(document):
             assert {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} <= set(
                 response["headers"]
             ), (method, path, status)
-            assert ("Retry-After" in response["headers"]) == (status == "429")
+            retry_after = status == "429" or (status == "409" and method == "POST")
+            assert ("Retry-After" in response["headers"]) == retry_after
         success = [s for s in responses if s.startswith("2")]
-        creates = method == "POST" and not path.endswith(("/upsert", "/bulk-delete"))
-        assert success == (["201"] if creates else ["200"]), (method, path)
+        if path.endswith("/ping"):
+            assert success == ["202"]
+        else:
+            creates = method == "POST" and not path.endswith(("/upsert", "/bulk-delete"))
+            assert success == (["201"] if creates else ["200"]), (method, path)
 
 
 def test_conflicts_are_documented_where_they_happen(document):
-    conflicting = {(m, p) for m, p, d in operations(document) if "409" in d["responses"]}
+    conflicting = {
+        (m, p)
+        for m, p, d in operations(document)
+        if "CONFLICT," in d["responses"].get("409", {}).get("description", "")
+        or d["responses"].get("409", {}).get("description", "").endswith("CONFLICT.")
+    }
     assert conflicting == {
         ("POST", "/maps/{mapId}/locations"),
         ("POST", "/maps/{mapId}/locations/bulk"),
+        ("POST", "/maps/{mapId}/locations/import"),
         ("PUT", "/maps/{mapId}/locations/{locId}"),
         ("POST", "/maps/{mapId}/tags"),
         ("PUT", "/maps/{mapId}/tags/{tagId}"),
         ("POST", "/keys"),
+        ("POST", "/webhooks"),
     }
 
 
@@ -132,6 +149,36 @@ def test_reference_page_is_served_from_the_package_not_a_cdn(client):
     assert "http://" not in html and "https://" not in html
     for asset in assets:
         assert client.get(asset).status_code == 200, asset
+
+
+def test_safe_retries_and_conditional_requests_are_described(document):
+    parameters = document["components"]["parameters"]
+    assert {p["name"] for p in parameters.values()} == {"Idempotency-Key", "If-Match", "If-None-Match"}
+    assert set(document["components"]["headers"]) >= {"ETag", "Idempotent-Replayed"}
+    for method, path, described in operations(document):
+        responses = described["responses"]
+        named = {ref.rsplit("/", 1)[-1] for ref in described.get("parameters", []) if isinstance(ref, str)}
+        named |= {
+            p["$ref"].rsplit("/", 1)[-1] for p in described.get("parameters", []) if "$ref" in p
+        }
+        if method == "POST":
+            assert "IdempotencyKey" in named, path
+            assert {"409", "422"} <= set(responses), path
+            assert "IDEMPOTENCY_KEY_IN_USE" in responses["409"]["description"]
+            (success,) = [status for status in responses if status.startswith("2")]
+            assert "Idempotent-Replayed" in responses[success]["headers"], path
+        else:
+            assert "IdempotencyKey" not in named and "422" not in responses, (method, path)
+    location = "/maps/{mapId}/locations/{locId}"
+    get = document["paths"][location]["get"]["responses"]
+    assert "304" in get and "ETag" in get["200"]["headers"] and "content" not in get["304"]
+    for method, path in [("put", location), ("delete", location), ("put", location + "/layers"),
+                         ("put", "/maps/{mapId}"), ("delete", "/maps/{mapId}/layers/{layerId}")]:
+        assert "412" in document["paths"][path][method]["responses"], (method, path)
+    assert "412" not in document["paths"]["/keys/{keyId}"]["delete"]["responses"]
+    assert "304" not in document["paths"]["/maps"]["get"]["responses"]
+    assert "ETag" not in document["paths"]["/maps/{mapId}/locations/bulk"]["post"]["responses"]["201"]["headers"]
+    assert "ETag" in document["paths"]["/maps"]["post"]["responses"]["201"]["headers"]
 
 
 def test_sync_operations_and_fields_are_described(document):

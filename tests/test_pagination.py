@@ -175,7 +175,7 @@ def test_leading_zeros_are_still_decimal_digits(listing):
 
 def test_unknown_query_parameters_are_ignored(listing):
     listing.add(2)
-    body = listing.page(sort="desc", page_size="1", limit="1", offset="1", PAGE="9")
+    body = listing.page(order="desc", page_size="1", limit="1", offset="1", PAGE="9")
     assert [item["id"] for item in body[listing.plural]] == listing.ids
     total = len(listing.ids)
     assert body["pagination"] == {"total": total, "page": 1, "pageSize": 50, "totalPages": 1}

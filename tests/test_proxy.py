@@ -171,7 +171,7 @@ def test_two_trusted_proxies_ignore_a_header_with_too_few_entries(build_app):
 def test_trusted_proxies_come_from_the_environment(build_app, monkeypatch, hops, client):
     monkeypatch.setenv("MAPAPI_TRUSTED_PROXIES", hops)
     app = build_app()
-    assert app.config["TRUSTED_PROXIES"] == hops
+    assert app.config["TRUSTED_PROXIES"] == int(hops)
 
     assert [remaining_after(anonymous(app, forwarded_for="6.6.6.6, 1.2.3.4")) for _ in range(2)] == [
         2, 1,

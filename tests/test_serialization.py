@@ -11,7 +11,16 @@ from mapapi.contract.schemas import LocationSchema
 from mapapi.extensions import db
 from mapapi.services.location_reads import location_page, read_location
 from mapapi.services.locations import LOCATION_LOADS
-from mapapi.storage.models import ApiKey, Category, Layer, Location, Map, Tag
+from mapapi.storage.models import (
+    ApiKey,
+    Category,
+    Layer,
+    Location,
+    Map,
+    Tag,
+    Webhook,
+    WebhookDelivery,
+)
 from mapapi.timeutil import utcnow
 
 from .factories import make_category, make_layer, make_location, make_map, make_tag
@@ -49,6 +58,10 @@ def seed(api):
                             "expiresAt": (utcnow() + timedelta(days=1)).isoformat()})  # fmt: skip
     revoked = api.post("/keys", json={"name": "gone", "scope": "READ_WRITE"}).get_json()["data"]
     api.delete(f"/keys/{revoked['id']}")
+    hook = api.post("/webhooks", json={"url": "https://93.184.215.14/h", "events": ["map.*"],
+                                       "mapId": bare["id"]}).get_json()["data"]  # fmt: skip
+    api.post("/webhooks", json={"url": "https://93.184.215.14/i", "events": ["*"], "enabled": False})
+    api.post(f"/webhooks/{hook['id']}/ping")
 
 
 def samples():
@@ -64,6 +77,8 @@ def samples():
         "LayerList": select(Layer),
         "KeyList": select(ApiKey),
         "LocationList": select(Location).options(*LOCATION_LOADS),
+        "WebhookList": select(Webhook),
+        "DeliveryList": select(WebhookDelivery),
     }
     yield from (("MapSchema", m) for m in db.session.scalars(select(Map)))
     yield from (("LocationSchema", loc) for loc in locations)
@@ -76,6 +91,36 @@ def samples():
     yield "DeletedSchema", {"id": "x", "deleted": True}
     yield "UpsertResultSchema", {"locations": locations, "created": 1, "updated": 0, "unchanged": 2}
     yield "BulkDeleteResultSchema", {"deleted": ["x", "y"], "count": 2}
+    webhooks = db.session.scalars(select(Webhook)).all()
+    yield from (("WebhookSchema", webhook) for webhook in webhooks)
+    yield "CreatedWebhookSchema", webhooks[0]
+    deliveries = db.session.scalars(select(WebhookDelivery)).all()
+    assert deliveries
+    yield from (("PingSchema", delivery) for delivery in deliveries)
+    event = {"id": "7", "type": "map.deleted", "created_at": utcnow(), "map_id": "m", "data": {}}
+    yield "EventFeedSchema", {"events": [event], "next": "7", "has_more": False}
+    yield "FeatureCollectionSchema", {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "id": loc.id,
+                "geometry": {"type": "Point", "coordinates": [loc.lng, loc.lat]},
+                "properties": {
+                    "name": loc.name,
+                    "description": loc.description,
+                    "address": loc.address,
+                    "category_id": loc.category_id,
+                    "tag_ids": loc.tag_ids,
+                    "layer_ids": [layer.id for layer in loc.layers],
+                    "properties": loc.properties,
+                    "created_at": loc.created_at,
+                    "updated_at": loc.updated_at,
+                },
+            }
+            for loc in locations
+        ],
+    }
     for name, statement in lists.items():
         yield f"{name}Schema", paginate(statement, page)
 

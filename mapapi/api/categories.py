@@ -8,10 +8,9 @@ from ..contract.schemas import CategoryInputSchema, CategorySchema, DeletedSchem
 from ..extensions import db
 from ..http.payload import load_body, load_query, respond
 from ..services.changes import apply_changes
-from ..services.children import add_child, children_of
-from ..services.locations import touch_locations
+from ..services.children import add_child, children_of, remove_child
 from ..services.ownership import owned_child, owned_map, read_map
-from ..storage.models import Category, Location
+from ..storage.models import Category
 
 bp = Blueprint("categories", __name__)
 
@@ -41,11 +40,11 @@ def get_category(map_id, category_id):
 
 
 @bp.put("/maps/<map_id>/categories/<category_id>")
-@operation(body=CategoryInputSchema, response=CategorySchema)
+@operation(body=CategoryInputSchema(partial=True), response=CategorySchema)
 def update_category(map_id, category_id):
     """Update a category (fields left out keep their value)."""
     category = owned_child(Category, map_id, category_id, lock=True)
-    apply_changes(category, load_body(partial=True))
+    apply_changes(category, load_body())
     db.session.commit()
     return respond(category)
 
@@ -55,9 +54,6 @@ def update_category(map_id, category_id):
 def delete_category(map_id, category_id):
     """Delete a category; its locations get categoryId null."""
     category = owned_child(Category, map_id, category_id, lock=True)
-    # The database would null categoryId by itself (ON DELETE SET NULL), but
-    # the locations' updatedAt must move too.
-    touch_locations(Location.category_id == category.id)
-    db.session.delete(category)
+    remove_child(category)
     db.session.commit()
     return respond({"id": category.id, "deleted": True})

@@ -2,12 +2,12 @@
 
 from flask import Blueprint, g
 
-from ..contract.openapi import operation
+from ..contract.openapi import current_operation, operation
 from ..contract.pagination import PageQuerySchema, list_schema, paginate
 from ..contract.schemas import CreatedKeySchema, KeyInputSchema, KeySchema
 from ..extensions import db
-from ..http.payload import load_body, load_query, respond
-from ..services.keys import issue_key, listed_keys, revoke_key
+from ..http.payload import json_body, load_query, respond
+from ..services.keys import bounded_expiry, issue_key, listed_keys, revoke_key
 
 bp = Blueprint("keys", __name__)
 
@@ -22,8 +22,16 @@ def list_keys():
 @bp.post("/keys")
 @operation(body=KeyInputSchema, response=CreatedKeySchema, status=201, conflict=True)
 def create_key():
-    """Create an API key; its secret is shown in this response only."""
-    key = issue_key(g.account, **load_body())
+    """Create an API key; its secret is shown in this response only.
+
+    A key that expires makes keys that expire no later than it does.
+    """
+    body = json_body()
+    fields = current_operation().load(body)
+    fields["expires_at"] = bounded_expiry(
+        fields["expires_at"], "expiresAt" in body, g.account.key_expires_at
+    )
+    key = issue_key(g.account, **fields)
     db.session.commit()
     return respond(key)
 

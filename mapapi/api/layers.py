@@ -42,12 +42,12 @@ def get_layer(map_id, layer_id):
 
 
 @bp.put("/maps/<map_id>/layers/<layer_id>")
-@operation(body=LayerInputSchema, response=LayerSchema)
+@operation(body=LayerInputSchema(partial=True), response=LayerSchema)
 def update_layer(map_id, layer_id):
     """Update a layer; `order` moves it and shifts the others."""
     map_ = owned_map(map_id)
     layer = map_child(Layer, map_, layer_id)
-    apply_layer_update(map_, layer, load_body(partial=True))
+    apply_layer_update(map_, layer, load_body())
     db.session.commit()
     return respond(layer)
 

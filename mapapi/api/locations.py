@@ -1,14 +1,22 @@
-"""Locations of a map: single and bulk creation, updates, layer memberships,
-and keeping a map in step with another system (upsert, bulk delete)."""
+"""Locations of a map: lists, single and bulk creation, updates, layer
+memberships, GeoJSON out and in, and keeping a map in step with another
+system (upsert, bulk delete)."""
 
-from flask import Blueprint
+from flask import Blueprint, current_app, stream_with_context
 from marshmallow import ValidationError
-from sqlalchemy import delete
 
+from ..contract.geojson import (
+    GEOJSON,
+    FeatureCollectionSchema,
+    ImportEnvelopeSchema,
+    ImportInputSchema,
+    ImportQuerySchema,
+    read_feature,
+)
 from ..contract.loading import compile_loader
+from ..contract.location_query import LocationFilterSchema, LocationListQuerySchema
 from ..contract.openapi import operation
 from ..contract.pagination import list_schema
-from ..contract.queries import LocationQuerySchema
 from ..contract.schemas import (
     BulkDeleteInputSchema,
     BulkDeleteResultSchema,
@@ -34,6 +42,8 @@ from ..http.payload import (
     respond,
     respond_dumped,
 )
+from ..services.geojson import export_features
+from ..services.location_filters import selection
 from ..services.location_reads import location_page, read_location
 from ..services.locations import (
     LOCATION_LOADS,
@@ -42,6 +52,7 @@ from ..services.locations import (
     check_references,
     create_locations,
     location_layer_ids,
+    remove_location,
     repeated_external_ids,
     replace_layers,
 )
@@ -53,19 +64,23 @@ bp = Blueprint("locations", __name__)
 
 _load_item = compile_loader(LocationInputSchema())
 _bulk_envelope = BulkEnvelopeSchema()
+_import_envelope = ImportEnvelopeSchema()
 _load_upsert_new = compile_loader(NewUpsertItemSchema())
 _load_upsert_given = compile_loader(UpsertItemSchema())
 _UPSERT_KEYS = {name: f.data_key or name for name, f in UpsertItemSchema().load_fields.items()}
 
 
 @bp.get("/maps/<map_id>/locations")
-@operation(query=LocationQuerySchema, response=list_schema("locations", LocationSchema))
+@operation(query=LocationListQuerySchema, response=list_schema("locations", LocationSchema))
 def list_locations(map_id):
-    """List a map's locations, with their tags and layers, in creation order."""
+    """List a map's locations, with their tags and layers, filtered and sorted.
+
+    Without filters and sort: every location, in creation order.
+    """
     map_ = read_map(map_id)
     query = load_query()
     return respond_dumped(
-        location_page(map_.id, query["page"], query["page_size"], query.get("external_ids"))
+        location_page(map_.id, query["page"], query["page_size"], selection(query))
     )
 
 
@@ -183,6 +198,68 @@ def bulk_delete_locations(map_id):
     return respond({"deleted": outcome.deleted, "count": len(outcome.deleted)})
 
 
+@bp.get("/maps/<map_id>/locations.geojson")
+@operation(query=LocationFilterSchema, response=FeatureCollectionSchema, media_type=GEOJSON)
+def export_geojson(map_id):
+    """Export a map's locations as one GeoJSON FeatureCollection (RFC 7946).
+
+    Not paged and not wrapped in `data`: streamed, in the order `sort` asks,
+    with the list's filters. Each Feature is a Point `[lng, lat]`, its id the
+    location's, its properties the location's fields (`layerIds` by layer
+    order; `properties` the location's own object).
+    """
+    map_ = read_map(map_id)
+    chosen = selection(load_query())
+    features = stream_with_context(export_features(map_.id, chosen))
+    return current_app.response_class(features, mimetype=GEOJSON)
+
+
+@bp.post("/maps/<map_id>/locations/import")
+@operation(
+    query=ImportQuerySchema,
+    body=ImportInputSchema,
+    body_media_types=(GEOJSON, "application/json"),
+    response=BulkResultSchema,
+    status=201,
+    conflict=True,
+)
+def import_geojson(map_id):
+    """Create 1 to 100 locations from a GeoJSON FeatureCollection: all of them or none.
+
+    Each Feature is a Point `[lng, lat]` whose properties are read as the
+    export writes them; any other property joins the location's
+    `properties`. `nameProperty` names the property read as the name. The
+    details of an error name every bad Feature by its index.
+    """
+    # Read before the map's lock is taken, as the bulk create does.
+    read_features = settled(_read_features)
+    map_ = owned_map(map_id)
+    loaded, errors = read_features()
+    indexes, items = list(loaded), list(loaded.values())
+    references = References(map_, items)
+    for position, item_errors in references.errors(items).items():
+        errors.setdefault(indexes[position], {}).setdefault("properties", {}).update(item_errors)
+    raise_item_errors(errors, "Some Features are invalid; none was created.", "features")
+    created = create_locations(map_, items, references)
+    db.session.commit()
+    return respond({"created": created, "count": len(created)})
+
+
+def _read_features() -> tuple[dict[int, dict], dict[int, dict]]:
+    """The import's valid Features read as location inputs, and the errors
+    of the others, by index."""
+    name_property = load_query()["name_property"]
+    features = load_body(schema=_import_envelope)["features"]
+    loaded, errors = {}, {}
+    for index, feature in enumerate(features):
+        item, item_errors = read_feature(feature, name_property)
+        if item_errors:
+            errors[index] = item_errors
+        else:
+            loaded[index] = item
+    return loaded, errors
+
+
 @bp.get("/maps/<map_id>/locations/<location_id>")
 @operation(response=LocationSchema)
 def get_location(map_id, location_id):
@@ -195,12 +272,12 @@ def get_location(map_id, location_id):
 
 
 @bp.put("/maps/<map_id>/locations/<location_id>")
-@operation(body=LocationInputSchema, response=LocationSchema, conflict=True)
+@operation(body=LocationInputSchema(partial=True), response=LocationSchema, conflict=True)
 def update_location(map_id, location_id):
     """Update a location (fields left out keep their value)."""
     map_ = owned_map(map_id)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
-    data = load_body(partial=True)
+    data = load_body()
     references = check_references(map_, data)
     apply_location_update(location, data, references)
     db.session.commit()
@@ -212,7 +289,7 @@ def update_location(map_id, location_id):
 def delete_location(map_id, location_id):
     """Delete a location."""
     location = map_child(Location, owned_map(map_id), location_id)
-    db.session.execute(delete(Location).where(Location.pk == location.pk))
+    remove_location(location)
     db.session.commit()
     return respond({"id": location.id, "deleted": True})
 
@@ -223,7 +300,6 @@ def replace_location_layers(map_id, location_id):
     """Replace the set of layers a location is on."""
     map_ = owned_map(map_id)
     current = location_layer_ids(map_, location_id)
-    replace_layers(map_, location_id, current, load_body()["layer_ids"])
-    location = read_location(map_.id, location_id)
+    location = replace_layers(map_, location_id, current, load_body()["layer_ids"])
     db.session.commit()
     return respond_dumped(location)

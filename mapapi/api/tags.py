@@ -1,7 +1,6 @@
 """Tags of a map, their names unique within it."""
 
 from flask import Blueprint
-from sqlalchemy import select
 
 from ..contract.openapi import operation
 from ..contract.pagination import PageQuerySchema, list_schema, paginate
@@ -9,10 +8,9 @@ from ..contract.schemas import DeletedSchema, TagInputSchema, TagSchema
 from ..extensions import db
 from ..http.payload import load_body, load_query, respond
 from ..services.changes import apply_changes
-from ..services.children import add_child, children_of
-from ..services.locations import touch_locations
+from ..services.children import add_child, children_of, remove_child
 from ..services.ownership import owned_child, owned_map, read_map
-from ..storage.models import Location, LocationTag, Tag
+from ..storage.models import Tag
 
 bp = Blueprint("tags", __name__)
 
@@ -42,11 +40,11 @@ def get_tag(map_id, tag_id):
 
 
 @bp.put("/maps/<map_id>/tags/<tag_id>")
-@operation(body=TagInputSchema, response=TagSchema, conflict=True)
+@operation(body=TagInputSchema(partial=True), response=TagSchema, conflict=True)
 def update_tag(map_id, tag_id):
     """Update a tag (renaming to a name already on the map is a conflict)."""
     tag = owned_child(Tag, map_id, tag_id, lock=True)
-    apply_changes(tag, load_body(partial=True))
+    apply_changes(tag, load_body())
     db.session.commit()
     return respond(tag)
 
@@ -56,8 +54,6 @@ def update_tag(map_id, tag_id):
 def delete_tag(map_id, tag_id):
     """Delete a tag; it is removed from its locations."""
     tag = owned_child(Tag, map_id, tag_id, lock=True)
-    tagged = select(LocationTag.location_id).where(LocationTag.tag_id == tag.id)
-    touch_locations(Location.id.in_(tagged))
-    db.session.delete(tag)
+    remove_child(tag)
     db.session.commit()
     return respond({"id": tag.id, "deleted": True})

@@ -241,10 +241,14 @@ class Ignored(fields.Raw):
     """
 
     def __init__(self, **kwargs):
+        # Described as readOnly, so that generated clients and Swagger UI's
+        # examples leave it out; never dumped: input schemas only load.
         super().__init__(
-            load_only=True,
             allow_none=True,
-            metadata={"description": "Read-only: accepted, whatever its value, and ignored."},
+            metadata={
+                "readOnly": True,
+                "description": "Read-only: accepted, whatever its value, and ignored.",
+            },
             **kwargs,
         )
 

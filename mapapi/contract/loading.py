@@ -33,13 +33,20 @@ def compile_loader(schema: Schema) -> Loader:
         for name, field in schema.load_fields.items()
     ]
     known = frozenset(key for key, _, _ in plan)
+    # A partial update (PUT) skips the fields left out: neither required nor
+    # filled with their default; marshmallow passes ``partial`` on to fields.
+    partial = schema.partial is True
+    options = {"partial": True} if partial else {}
 
     def load(data) -> dict:
         if type(data) is dict and known.issuperset(data):
             try:
                 loaded = {}
                 for key, attribute, field in plan:
-                    value = field.deserialize(data.get(key, missing), key, data)
+                    raw = data.get(key, missing)
+                    if raw is missing and partial:
+                        continue
+                    value = field.deserialize(raw, key, data, **options)
                     if value is not missing:
                         loaded[attribute] = value
                 return schema._invoke_load_processors(
@@ -59,10 +66,11 @@ def compile_loader(schema: Schema) -> Loader:
 
 def _takes_quick_path(schema: Schema) -> bool:
     """A plain schema of one object: no hook but ``post_load``, unknown
-    fields refused, no dotted attribute, no partial loading."""
+    fields refused, no dotted attribute, partial for all fields or none."""
     hooks = schema._hooks
     return (
-        not (schema.many or schema.partial)
+        not schema.many
+        and schema.partial in (None, False, True)
         and schema.unknown == RAISE
         and not (hooks[PRE_LOAD] or hooks[VALIDATES] or hooks[VALIDATES_SCHEMA])
         and not any("." in (field.attribute or "") for field in schema.load_fields.values())

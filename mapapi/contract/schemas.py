@@ -6,6 +6,7 @@ touch the database: rules that need it live in ``mapapi.services``.
 """
 
 from marshmallow import (
+    EXCLUDE,
     RAISE,
     Schema,
     ValidationError,
@@ -21,6 +22,7 @@ from .fields import (
     IdList,
     Ignored,
     Properties,
+    QueryInteger,
     StrictBoolean,
     StrictFloat,
     StrictInteger,
@@ -338,3 +340,66 @@ class CreatedKeySchema(KeySchema):
 class DeletedSchema(Schema):
     id = fields.String(required=True)
     deleted = fields.Boolean(required=True, metadata={"const": True})
+
+
+# --- the change feed ----------------------------------------------------------
+
+EVENT_RESOURCES = ("map", "location", "category", "tag", "layer")
+EVENT_TYPES = tuple(
+    f"{resource}.{action}"
+    for resource in EVENT_RESOURCES
+    for action in ("created", "updated", "deleted")
+)
+EVENT_PATTERNS = frozenset(EVENT_TYPES) | {f"{resource}.*" for resource in EVENT_RESOURCES}
+#: The largest event id a cursor may hold (PostgreSQL's bigint).
+EVENT_ID_MAX = 2**63 - 1
+
+
+class EventCursor(fields.String):
+    """``after``: an event id, ``latest``, or ``null`` (the same as none)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if value in ("latest", "null"):
+            return None if value == "null" else value
+        if not value.isascii() or not value.isdigit() or int(value) > EVENT_ID_MAX:
+            raise ValidationError("Not an event id: pass back a `next` the feed returned.")
+        return int(value)
+
+
+class EventTypes(fields.String):
+    """``types``: comma-separated event types or ``<resource>.*`` patterns."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        names = [name.strip() for name in text.split(",")]
+        unknown = [name for name in names if name not in EVENT_PATTERNS]
+        if unknown:
+            raise ValidationError([f"Not an event type: {name!r}." for name in unknown])
+        return names
+
+
+class EventQuerySchema(Schema):
+    class Meta:
+        unknown = EXCLUDE  # unknown query parameters are ignored
+
+    after = EventCursor(
+        load_default=None, metadata={"description": "an event id, `latest` or `null`"}
+    )
+    limit = QueryInteger(load_default=50, validate=validate.Range(1, 100))
+    map_id = fields.String(data_key="mapId")
+    types = EventTypes(metadata={"description": "comma-separated types or `<resource>.*`"})
+
+
+class EventSchema(Schema):
+    id = fields.String(required=True)
+    type = fields.String(required=True, metadata={"enum": list(EVENT_TYPES)})
+    created_at = Timestamp(data_key="createdAt", required=True)
+    map_id = fields.String(data_key="mapId", required=True, allow_none=True)
+    data = fields.Dict(required=True, metadata={"description": "the resource as its GET returned it"})
+
+
+class EventFeedSchema(Schema):
+    events = fields.List(fields.Nested(EventSchema), required=True)
+    next = fields.String(required=True, allow_none=True)
+    has_more = fields.Boolean(data_key="hasMore", required=True)

@@ -9,7 +9,7 @@ finally raises the recorded 401 or 403.
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from flask import g, request
@@ -17,7 +17,13 @@ from sqlalchemy import bindparam, or_, select, update
 
 from ..extensions import db
 from ..services.ownership import forget_map, remember_map, with_map
-from ..storage.database import WRITE_METHODS, begin_request_transaction
+from ..storage.database import (
+    IF_FREE,
+    WRITE_METHODS,
+    WriterBusy,
+    begin_request_transaction,
+    end_checks,
+)
 from ..storage.models import Account, ApiKey, could_be_id, has_expired, has_pro
 from ..timeutil import utcnow
 from .errors import APIError
@@ -27,6 +33,9 @@ API_PREFIX = "/api/v1"
 OPENAPI_PATH = API_PREFIX + "/openapi.json"
 SECRET_PREFIX = "mk_live_"  # noqa: S105 - the public prefix of every secret, not one
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+#: RFC 6750: what a 401 asks for; ``error="invalid_token"`` when a key was sent but is bad.
+CHALLENGE = 'Bearer realm="mapapi"'
+SEND_A_KEY = "`Authorization: Bearer <key>`"
 
 
 class Caller(NamedTuple):
@@ -34,6 +43,8 @@ class Caller(NamedTuple):
 
     pk: int
     id: str
+    #: When the request's key expires (None: never); a key it makes may not outlive it.
+    key_expires_at: datetime | None = None
 
 
 # Built once, in Core (a row, not ORM objects): every API request runs it.
@@ -58,6 +69,26 @@ _KEY_BY_HASH = (
 # remember_map, read_map): one statement, and on PostgreSQL one round
 # trip, less for each.
 _KEY_AND_MAP = with_map(_KEY_BY_HASH, _accounts.c.id)
+# The key's row unless another transaction has it locked (SKIP LOCKED;
+# SQLite has no row locks, and SQLAlchemy writes no FOR UPDATE there).
+_RECORD_USE = (
+    update(_keys)
+    .where(
+        _keys.c.pk.in_(
+            select(_keys.c.pk)
+            .where(
+                _keys.c.pk == bindparam("key_pk"),
+                or_(
+                    _keys.c.last_used_at.is_(None),
+                    _keys.c.last_used_at < bindparam("stale"),
+                ),
+            )
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+    )
+    .values(last_used_at=bindparam("now"))
+)
 
 
 def generate_secret() -> str:
@@ -81,7 +112,7 @@ def identify() -> None:
         return
     header = request.headers.get("Authorization", "").strip()
     if not header:
-        g.auth_error = APIError(401, "MISSING_API_KEY", "An API key is required.")
+        g.auth_error = _unauthorized("MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.")
         return
     scheme, _, token = header.partition(" ")
     token = token.strip()
@@ -102,9 +133,11 @@ def identify() -> None:
         g.auth_error = _invalid_key()
         return
     if has_expired(key.expires_at, now):
-        g.auth_error = APIError(401, "API_KEY_EXPIRED", "This API key has expired.")
+        g.auth_error = _unauthorized(
+            "API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}."
+        )
         return
-    g.account = Caller(key.account_pk, key.account_id)
+    g.account = Caller(key.account_pk, key.account_id, key.expires_at)
     if map_id:
         remember_map(map_id, key)
     _record_use(key, now)
@@ -117,9 +150,12 @@ def identify() -> None:
 
 
 def enforce() -> None:
-    """Refuse the request with the check ``identify`` found failing."""
+    """Refuse the request with the check ``identify`` found failing; once
+    every check up to routing has passed, let the request's writes begin."""
     if g.get("auth_error") is not None:
         raise g.auth_error
+    if g.account is not None and request.routing_exception is None:
+        end_checks()
 
 
 def _path_map_id() -> str | None:
@@ -129,7 +165,16 @@ def _path_map_id() -> str | None:
 
 
 def _invalid_key() -> APIError:
-    return APIError(401, "INVALID_API_KEY", "The API key is not valid.")
+    return _unauthorized(
+        "INVALID_API_KEY",
+        f"The API key is not valid (malformed, unknown or revoked): send a current key as "
+        f"{SEND_A_KEY}.",
+    )
+
+
+def _unauthorized(code: str, message: str) -> APIError:
+    challenge = CHALLENGE if code == "MISSING_API_KEY" else f'{CHALLENGE}, error="invalid_token"'
+    return APIError(401, code, message, headers={"WWW-Authenticate": challenge})
 
 
 def _record_use(key, now) -> None:
@@ -137,19 +182,21 @@ def _record_use(key, now) -> None:
 
     The write gets a short transaction of its own that takes the write lock
     up front (SQLite), instead of upgrading the request's read transaction.
+    It never waits: while another transaction holds SQLite's write lock,
+    or the key's row (PostgreSQL), it is left for a later request, since
+    the request may yet be refused, and a refusal waits for no writer.
     """
     if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
         return
     forget_map()  # read in the transaction this commit ends
     db.session.commit()
-    db.session.connection(execution_options={"write_lock": True})
-    db.session.execute(
-        update(ApiKey)
-        .where(
-            ApiKey.pk == key.pk,
-            or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < now - LAST_USED_RESOLUTION),
+    try:
+        db.session.connection(execution_options={"write_lock": IF_FREE})
+        db.session.execute(
+            _RECORD_USE,
+            {"key_pk": key.pk, "now": now, "stale": now - LAST_USED_RESOLUTION},
         )
-        .values(last_used_at=now)
-    )
-    db.session.commit()
+        db.session.commit()
+    except WriterBusy:
+        db.session.rollback()
     begin_request_transaction()

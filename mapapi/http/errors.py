@@ -19,6 +19,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
 from ..extensions import db
+from .routing import allowed_methods
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,11 +111,15 @@ def register_error_handlers(app) -> None:
 def _handle_http_exception(exc: HTTPException):
     if exc.code not in HTTP_CODES:
         return _handle_unexpected(exc)
-    code, message = HTTP_CODES[exc.code]
-    headers = {}
-    if exc.code == 405 and getattr(exc, "valid_methods", None):
-        headers["Allow"] = ", ".join(sorted(exc.valid_methods))
-    return error_response(APIError(exc.code, code, message, headers=headers))
+    status, headers = exc.code, {}
+    if status == 405:
+        allowed = allowed_methods()
+        if allowed:
+            headers["Allow"] = ", ".join(allowed)
+        else:  # only a variable fits, and it refused a fixed segment: no such path
+            status = 404
+    code, message = HTTP_CODES[status]
+    return error_response(APIError(status, code, message, headers=headers))
 
 
 def _handle_validation_error(exc: ValidationError):

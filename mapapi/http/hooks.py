@@ -1,27 +1,46 @@
 """The two request hooks: the steps every request and every response pass."""
 
-from . import access_log, auth, headers, payload, ratelimit
+from . import access_log, auth, compression, cors, etags, headers, idempotency, payload, ratelimit
+from .errors import APIError
 
 
-def before_request() -> None:
+def before_request():
     """Every request's checks, in the contract's order.
 
     The general rate limit needs to know the account but must answer before
-    a 401/403, so authentication is split around it. Routing (404/405)
-    happens after all of them, when Flask dispatches. One hook calling the
-    steps, rather than one hook per step, also saves Flask's per-hook work
-    on every request.
+    a 401/403, so authentication is split around it. Routing (404/405) is
+    known once the request is matched: an unknown route passes the steps
+    that follow untouched and is answered when Flask dispatches. One hook
+    calling the steps, rather than one hook per step, also saves Flask's
+    per-hook work on every request. A browser's CORS preflight is answered
+    right after the general rate limit: it carries no key.
     """
     access_log.start_timer()
     headers.assign_request_id()
     auth.identify()
-    ratelimit.check_rate_limits()
-    auth.enforce()
-    payload.check_body_size()
+    ratelimit.check_general_limit()  # 1
+    preflight = cors.preflight_response()
+    if preflight is not None:
+        return preflight
+    auth.enforce()  # 2, 3
+    seen = idempotency.seen_before()  # 5
+    ratelimit.check_route_limit(answered=seen is not None)  # 6
+    if isinstance(seen, APIError):
+        raise seen
+    if seen is not None:
+        return seen
+    payload.check_body_size()  # 7: 413, then ownership and 412, then 400
+    etags.check_precondition()
+    idempotency.check_key_format()
+    return None
 
 
 def after_request(response):
-    """Every response's headers, then its access-log line."""
+    """Every response's headers, its encoding (last: it changes the body), its log line."""
+    response = idempotency.finish(response)
+    response = etags.add_etag(response)
     response = ratelimit.add_rate_limit_headers(response)
     response = headers.add_standard_headers(response)
+    response = cors.add_cors_headers(response)
+    response = compression.compress(response)
     return access_log.log_request(response)

@@ -13,12 +13,14 @@ from .errors import APIError, stringify_keys, validation_error
 def json_body() -> dict:
     """The request body as a JSON object, or VALIDATION_ERROR without details.
 
-    Read strictly: the Content-Type must be ``application/json`` (parameters
-    allowed) and the bytes valid UTF-8. Reading the body is also where an
-    oversized one is refused with 413 (Flask's MAX_CONTENT_LENGTH).
+    Read strictly: the Content-Type must be one the view declares,
+    ``application/json`` unless it says otherwise (parameters allowed), and
+    the bytes valid UTF-8. Reading the body is also where an oversized one
+    is refused with 413 (Flask's MAX_CONTENT_LENGTH).
     """
-    if request.mimetype != "application/json":
-        raise validation_error("The Content-Type must be application/json.")
+    media_types = current_operation().body_media_types
+    if request.mimetype not in media_types:
+        raise validation_error(f"The Content-Type must be {' or '.join(media_types)}.")
     raw = request.get_data(cache=True)
     try:
         data = json.loads(raw.decode("utf-8"))

@@ -37,6 +37,7 @@ BUCKET_SETTINGS = {
 ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
+    "locations.import_geojson": "bulk",
     "locations.upsert_locations": "bulk",
     "locations.bulk_delete_locations": "bulk",
 }
@@ -155,19 +156,41 @@ def _request_hooks(app) -> dict[str, list]:
     }
 
 
-def check_rate_limits() -> None:
-    """Count the request; raise RATE_LIMIT_EXCEEDED when a bucket is empty."""
+def check_general_limit() -> None:
+    """Check 1: count the request in the general bucket, or raise RATE_LIMIT_EXCEEDED.
+
+    A request that a bucket of its route may still refuse (check 6) is only
+    tested here, and counted by ``check_route_limit``: a 429 uses up nothing.
+    """
     g.rate_limit_states = []
     if not is_api_request():
         return
-    identity = _identity()
-    route_bucket = ROUTE_BUCKETS.get(request.endpoint) if g.auth_error is None else None
-    if route_bucket is None:
-        _take("general", identity)
+    if _route_bucket() is None:
+        _take("general", _identity())
+    else:
+        _test("general", _identity())
+
+
+def check_route_limit(*, answered: bool = False) -> None:
+    """Check 6: the map-creation or bulk bucket, then the general count left pending.
+
+    ``answered``: check 5 already answers the request (an Idempotency-Key
+    seen before), which counts against the general bucket only.
+    """
+    bucket = _route_bucket()
+    if bucket is None:
         return
-    _test("general", identity)
-    _take(route_bucket, identity)
+    identity = _identity()
+    if not answered:
+        _take(bucket, identity)
     _take("general", identity)
+
+
+def _route_bucket() -> str | None:
+    """The bucket of the request's route besides the general one, if any."""
+    if g.get("auth_error") is not None or not is_api_request():
+        return None
+    return ROUTE_BUCKETS.get(request.endpoint)
 
 
 def add_rate_limit_headers(response):

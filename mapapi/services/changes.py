@@ -3,6 +3,7 @@
 import json
 
 from ..timeutil import utcnow
+from . import journal
 
 
 def same_value(old, new) -> bool:
@@ -25,5 +26,11 @@ def apply_changes(resource, data: dict) -> bool:
             setattr(resource, name, value)
             changed = True
     if changed:
-        resource.updated_at = utcnow()
+        stamp(resource)
     return changed
+
+
+def stamp(resource, now=None) -> None:
+    """Move ORM object ``resource``'s ``updated_at``: it changed (and has its event)."""
+    resource.updated_at = now or utcnow()
+    journal.updated(resource)

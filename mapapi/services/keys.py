@@ -4,11 +4,30 @@ from sqlalchemy import func, or_, select
 
 from ..extensions import db
 from ..http.auth import generate_secret, hash_secret
-from ..http.errors import conflict, not_found
+from ..http.errors import conflict, not_found, validation_error
 from ..storage.models import Account, ApiKey, could_be_id
-from ..timeutil import utcnow
+from ..timeutil import format_timestamp, utcnow
 
 MAX_ACTIVE_KEYS = 10
+
+
+def bounded_expiry(requested, given: bool, creator_expires_at):
+    """The expiry of a key made with a key that expires at ``creator_expires_at``.
+
+    A key that expires cannot make a key that outlives it: left out, the new
+    key expires with its maker; null (never) or a later time is refused.
+    """
+    if creator_expires_at is None:
+        return requested
+    if not given:
+        return creator_expires_at
+    if requested is None or requested > creator_expires_at:
+        limit = format_timestamp(creator_expires_at)
+        raise validation_error(
+            "The request is invalid.",
+            {"expiresAt": [f"A key that expires cannot make one that outlives it: at most {limit}."]},
+        )
+    return requested
 
 
 def issue_key(account: Account, name: str, scope: str, expires_at=None) -> ApiKey:

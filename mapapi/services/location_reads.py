@@ -28,6 +28,7 @@ from ..contract.serialization import compile_dumper
 from ..extensions import db
 from ..storage.models import Layer, Location, LocationTag, location_layers
 from ..storage.sqlformat import api_timestamp, exact_float, json_rows
+from .location_filters import Selection
 
 _RELATIONS = ("tag_ids", "layers")  # the fields that are not columns of the row
 # A tag's position (below IDS_MAX) plus this has as many digits as this.
@@ -74,9 +75,18 @@ _LAYER = _Output(LayerSchema(), _layers)
 _LAYER_ID = _LAYER.keys.index("id")
 
 # Built once: the page of 100 is the hot path.
-_IN_MAP = _locations.c.map_id == bindparam("map_id")
-#: The filters a list takes, as conditions on the locations table.
-_EXTERNAL_IDS = _locations.c.external_id.in_(bindparam("external_ids", expanding=True))
+_COUNT = select(func.count()).where(_locations.c.map_id == bindparam("map_id"))
+# The page's keys first, from the (map_id, pk) index alone; only then its
+# rows. Selected directly, the rows an OFFSET skips would be read and (on
+# PostgreSQL) formatted too: page 1000 of 100,000 took 2.6 times page 1.
+_page_keys = (
+    select(_locations.c.pk)
+    .where(_locations.c.map_id == bindparam("map_id"))
+    .order_by(_locations.c.pk)
+    .limit(bindparam("limit"))
+    .offset(bindparam("offset"))
+    .subquery()
+)
 # Each location's tags as "1001b,1000a,..." (each its position plus
 # _POSITION_OFFSET, so that the texts sort as the positions do, then its
 # id), and its layer ids as "id,...": in no particular order (SQLite 3.40
@@ -97,43 +107,25 @@ LAYER_IDS = (
     .scalar_subquery()
 )
 _ROW = (_locations.c.pk, TAG_LINKS, LAYER_IDS, *_LOCATION.columns)
-
-
-def _page_statements(*conditions):
-    """The count and the page of a map's locations that meet ``conditions``.
-
-    The page's keys first, from an index alone; only then its rows.
-    Selected directly, the rows an OFFSET skips would be read and (on
-    PostgreSQL) formatted too: page 1000 of 100,000 took 2.6 times page 1.
-    """
-    count = select(func.count()).where(_IN_MAP, *conditions)
-    keys = (
-        select(_locations.c.pk)
-        .where(_IN_MAP, *conditions)
-        .order_by(_locations.c.pk)
-        .limit(bindparam("limit"))
-        .offset(bindparam("offset"))
-        .subquery()
-    )
-    page = (
-        select(*_ROW)
-        .join_from(_locations, keys, _locations.c.pk == keys.c.pk)
-        .order_by(_locations.c.pk)
-    )
-    return count, page
-
-
-_COUNT, _PAGE = _page_statements()
-_COUNT_BY_EXTERNAL_ID, _PAGE_BY_EXTERNAL_ID = _page_statements(_EXTERNAL_IDS)
-_ONE = select(*_ROW).where(_IN_MAP, _locations.c.id == bindparam("location_id"))
+_PAGE = (
+    select(*_ROW)
+    .join_from(_locations, _page_keys, _locations.c.pk == _page_keys.c.pk)
+    .order_by(_locations.c.pk)
+)
+_ONE = select(*_ROW).where(
+    _locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id")
+)
 # Locations named by id, any of a map's.
 _SOME = (
     select(*_ROW)
-    .where(_IN_MAP, _locations.c.id.in_(bindparam("location_ids", expanding=True)))
+    .where(
+        _locations.c.map_id == bindparam("map_id"),
+        _locations.c.id.in_(bindparam("location_ids", expanding=True)),
+    )
     .order_by(_locations.c.pk)
 )
-# The locations of an unfiltered page are exactly its map's locations from
-# its first pk to its last: their layers are found through the same index.
+# The locations of a page are exactly its map's locations from its first
+# pk to its last: their layers are found through the same index.
 _LAYERS = select(*_LAYER.columns).where(
     _layers.c.id.in_(
         select(location_layers.c.layer_id)
@@ -151,6 +143,22 @@ _LAYERS_BY_ID = select(*_LAYER.columns).where(
 )
 
 
+# A filtered or sorted page: its keys first (from the filter's index), then
+# its rows and their layers by those keys.
+_BY_PKS = (
+    select(*_ROW)
+    .where(_locations.c.pk.in_(bindparam("pks", expanding=True)))
+    .order_by(_locations.c.pk)
+)
+_LAYERS_BY_PKS = select(*_LAYER.columns).where(
+    _layers.c.id.in_(
+        select(location_layers.c.layer_id)
+        .join_from(_locations, location_layers, location_layers.c.location_id == _locations.c.id)
+        .where(_locations.c.pk.in_(bindparam("pks", expanding=True)))
+    )
+)
+
+
 def _as_json(statement):
     """``statement`` answered in one row, the JSON text of its rows (SQLite)."""
     rows = statement.subquery()
@@ -159,33 +167,45 @@ def _as_json(statement):
 
 _AS_JSON = {
     statement: _as_json(statement)
-    for statement in (_PAGE, _PAGE_BY_EXTERNAL_ID, _ONE, _SOME, _LAYERS, _LAYERS_BY_ID)
+    for statement in (_PAGE, _ONE, _SOME, _LAYERS, _LAYERS_BY_ID, _BY_PKS, _LAYERS_BY_PKS)
 }
 _dump_pagination = compile_dumper(PaginationSchema())
 _by_first = itemgetter(0)
 _by_order = itemgetter("order")
 
 
-def location_page(
-    map_id: str, page: int, page_size: int, external_ids: list[str] | None = None
-) -> dict:
-    """``{"locations": [...], "pagination": {...}}`` of map ``map_id``, dumped;
-    with ``external_ids``, only the locations that have one of them."""
+def location_page(map_id: str, page: int, page_size: int, chosen: Selection | None = None) -> dict:
+    """``{"locations": [...], "pagination": {...}}`` of map ``map_id``, dumped:
+    the locations ``chosen`` selects, in its order (all, by creation, if None)."""
+    if chosen is not None and not chosen.is_plain:
+        return _selected_page(map_id, page, page_size, chosen)
     connection = db.session.connection()
-    params = {"map_id": map_id}
-    count, page_rows = _COUNT, _PAGE
-    if external_ids is not None:
-        count, page_rows = _COUNT_BY_EXTERNAL_ID, _PAGE_BY_EXTERNAL_ID
-        params["external_ids"] = external_ids
-    total = connection.execute(count, params).scalar_one()
+    total = connection.execute(_COUNT, {"map_id": map_id}).scalar_one()
+    offset = (page - 1) * page_size
+    rows = []
+    if offset < total:  # a page past the end costs no OFFSET walk
+        params = {"map_id": map_id, "limit": page_size, "offset": offset}
+        rows = _rows(connection, _PAGE, params)
+    return {
+        "locations": _with_relations(connection, map_id, rows),
+        "pagination": _dump_pagination(page_info(total, page, page_size)),
+    }
+
+
+def _selected_page(map_id: str, page: int, page_size: int, chosen: Selection) -> dict:
+    """A page of the locations ``chosen`` selects: one count, the page's keys
+    in order, then their rows and layers by key."""
+    connection = db.session.connection()
+    where = (chosen.in_map(map_id), *chosen.where)
+    total = connection.execute(select(func.count()).where(*where)).scalar_one()
     offset = (page - 1) * page_size
     locations = []
-    if offset < total:  # a page past the end costs no OFFSET walk
-        rows = _rows(connection, page_rows, {**params, "limit": page_size, "offset": offset})
-        if external_ids is None:
-            locations = _with_relations(connection, map_id, rows)
-        else:
-            locations = _with_named_layers(connection, rows)
+    if offset < total:
+        keys = select(_locations.c.pk).where(*where).order_by(*chosen.order_by())
+        pks = connection.scalars(keys.limit(page_size).offset(offset)).all()
+        position = {pk: index for index, pk in enumerate(pks)}
+        rows = sorted(_rows(connection, _BY_PKS, {"pks": pks}), key=lambda row: position[row[0]])
+        locations = _with_layers(rows, _rows(connection, _LAYERS_BY_PKS, {"pks": pks}))
     return {
         "locations": locations,
         "pagination": _dump_pagination(page_info(total, page, page_size)),
@@ -226,12 +246,13 @@ def _rows(connection, statement, params: dict) -> list:
 
 
 def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
-    """The locations of ``rows`` (consecutive locations of map ``map_id``, in
-    ``pk`` order) as dicts, with their tag ids and layers."""
+    """The locations of ``rows`` (locations of map ``map_id``, in ``pk``
+    order) as dicts, with their tag ids and layers (read for every location
+    of the map from the first row's to the last's)."""
     if not rows:
         return []
     on_page = {"map_id": map_id, "first": rows[0][0], "last": rows[-1][0]}
-    return _dump_rows(rows, _rows(connection, _LAYERS, on_page))
+    return _with_layers(rows, _rows(connection, _LAYERS, on_page))
 
 
 def _with_named_layers(connection, rows: list) -> list[dict]:
@@ -243,19 +264,19 @@ def _with_named_layers(connection, rows: list) -> list[dict]:
     layer_rows = []
     if layer_ids:
         layer_rows = _rows(connection, _LAYERS_BY_ID, {"layer_ids": sorted(layer_ids)})
-    return _dump_rows(rows, layer_rows)
+    return _with_layers(rows, layer_rows)
 
 
-def _dump_rows(rows: list, layer_rows: list) -> list[dict]:
-    """Location ``rows`` as dicts, with their tag ids and their layers, found
-    among ``layer_rows``."""
+def _with_layers(rows: list, layer_rows: list) -> list[dict]:
+    """The locations of ``rows``, in their order, as dicts with their tag ids
+    and their layers, from ``layer_rows`` (every layer any of them is on)."""
     layers = {  # each layer dumped once, shared by its locations
         values[_LAYER_ID]: _LAYER.dump(values) for values in layer_rows
     }
     locations = []
     for _pk, tag_links, layer_ids, *values in rows:
         location = _LOCATION.dump(values)
-        location["tagIds"] = tag_ids_of(tag_links)
+        location["tagIds"] = tag_ids(tag_links)
         location["layers"] = sorted(
             (layers[layer_id] for layer_id in layer_ids.split(",")) if layer_ids else (),
             key=_by_order,
@@ -264,7 +285,7 @@ def _dump_rows(rows: list, layer_rows: list) -> list[dict]:
     return locations
 
 
-def tag_ids_of(tag_links: str | None) -> list[str]:
+def tag_ids(tag_links: str | None) -> list[str]:
     """``"1001b,1000a"`` -> ``["a", "b"]``: the tag ids in the order the client gave."""
     if not tag_links:
         return []

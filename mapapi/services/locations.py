@@ -13,6 +13,7 @@ from sqlalchemy.orm import selectinload
 from ..extensions import db
 from ..http.errors import not_found, validation_error
 from ..storage.models import (
+    FOLDED_COLUMNS,
     Category,
     Layer,
     Location,
@@ -24,7 +25,9 @@ from ..storage.models import (
     new_id,
 )
 from ..timeutil import utcnow
-from .changes import apply_changes
+from . import journal
+from .changes import apply_changes, stamp
+from .location_reads import read_location
 
 #: What a dumped location needs, loaded in one statement per relation.
 LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers))
@@ -32,7 +35,12 @@ LOCATION_LOADS = (selectinload(Location.tag_links), selectinload(Location.layers
 _locations = Location.__table__
 _INSERT_LOCATION = insert(_locations)
 _INSERT_TAG_LINK = insert(LocationTag.__table__)
-_LOCATION_COLUMNS = tuple(column.name for column in _locations.columns if column.name != "pk")
+# The lower-cased copies are left out: the column defaults write them.
+_LOCATION_COLUMNS = tuple(
+    column.name
+    for column in _locations.columns
+    if column.name != "pk" and column.name not in FOLDED_COLUMNS
+)
 # A location and its layer ids, one row per layer (one row with no layer id
 # when it is on none): it exists, and what its memberships are, at once.
 _LOCATION_LAYER_IDS = (
@@ -75,8 +83,8 @@ class References:
 
     def __init__(self, map_: Map, items: list[dict]):
         category_ids = {item["category_id"] for item in items if item.get("category_id")}
-        self.categories = _existing_ids(Category, map_, category_ids)
-        self.tags = _existing_ids(Tag, map_, {t for item in items for t in item.get("tag_ids", ())})
+        self.categories = existing_ids(Category, map_, category_ids)
+        self.tags = existing_ids(Tag, map_, {t for item in items for t in item.get("tag_ids", ())})
         self.layers = layers_by_id(map_, {i for item in items for i in item.get("layer_ids", ())})
 
     def errors(self, items: list[dict]) -> dict[int, dict]:
@@ -164,6 +172,8 @@ def create_locations(map_: Map, items: list[dict], references: References) -> li
         connection.execute(_INSERT_TAG_LINK, links)
     if memberships:
         connection.execute(_INSERT_MEMBERSHIP, memberships)
+    for location in created:
+        journal.created("location", location, map_.id)
     return created
 
 
@@ -196,9 +206,9 @@ def apply_location_update(location: Location, data: dict, references: References
 
 
 def _stamp_once(location: Location, stamped: bool) -> bool:
-    """Move ``updated_at`` unless this update has already; it has now."""
+    """Stamp ``updated_at`` (and note the change) unless this update has already; it has now."""
     if not stamped:
-        location.updated_at = utcnow()
+        stamp(location)
     return True
 
 
@@ -215,16 +225,16 @@ def location_layer_ids(map_: Map, location_id: str) -> set[str]:
     return {row.layer_id for row in rows if row.layer_id is not None}
 
 
-def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: list[str]) -> None:
+def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: list[str]) -> dict:
     """Make ``layer_ids`` the whole set of layers of the location, which is
     on ``current`` now: only the memberships that change are written, and
-    ``updated_at`` moves only when the set does.
+    ``updated_at`` moves only when the set does. The location, dumped.
 
     Core statements on the membership table: the ORM would load the
     location, its tags and its layers as objects only to compute this
     difference at flush.
     """
-    found = _existing_ids(Layer, map_, set(layer_ids))
+    found = existing_ids(Layer, map_, set(layer_ids))
     unknown = unknown_layer_errors(layer_ids, found)
     if unknown:
         raise validation_error("The request is invalid.", {"layerIds": unknown})
@@ -241,14 +251,22 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
         )
     if removed or added:
         connection.execute(_TOUCH_LOCATION, {"location_id": location_id, "now": utcnow()})
+    location = read_location(map_.id, location_id)
+    if removed or added:
+        journal.updated_body("location", location, map_.id)
+    return location
 
 
-def touch_locations(where, now=None) -> None:
-    """Stamp ``updated_at`` (``now``, by default the present) on the locations matching ``where``."""
-    db.session.execute(
-        update(Location).where(where).values(updated_at=now or utcnow()),
-        execution_options={"synchronize_session": False},
-    )
+def touch_locations(where, map_id: str, now=None) -> None:
+    """Stamp ``updated_at`` (``now``, by default the present) on the
+    locations of map ``map_id`` matching ``where``: they changed."""
+    touched = db.session.execute(
+        update(_locations)
+        .where(_locations.c.map_id == map_id, where)
+        .values(updated_at=now or utcnow())
+        .returning(_locations.c.pk, _locations.c.id)
+    ).all()
+    journal.touched("location", [row.id for row in sorted(touched)], map_id)
 
 
 def unknown_layer_errors(layer_ids, found) -> list[str]:
@@ -268,7 +286,13 @@ def layers_by_id(map_: Map, ids: set[str]) -> dict[str, Layer]:
     return {layer.id: layer for layer in layers}
 
 
-def _existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
+def remove_location(location: Location) -> None:
+    """Delete a location (its tag links and memberships go with it)."""
+    journal.deleted("location", location.id, location.map_id)
+    db.session.execute(delete(_locations).where(_locations.c.pk == location.pk))
+
+
+def existing_ids(model, map_: Map, ids: set[str]) -> set[str]:
     """Which of ``ids`` are ``model`` rows of ``map_``."""
     ids = [value for value in ids if could_be_id(value)]
     if not ids:

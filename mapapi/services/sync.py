@@ -22,7 +22,7 @@ from ..extensions import db
 from ..storage.models import Location, LocationTag, Map, could_be_id, location_layers
 from ..timeutil import utcnow
 from .changes import same_value
-from .location_reads import LAYER_IDS, TAG_LINKS, read_locations, tag_ids_of
+from .location_reads import LAYER_IDS, TAG_LINKS, read_locations, tag_ids
 from .locations import References, create_locations, repeated_external_ids, tag_links
 
 _locations = Location.__table__
@@ -171,7 +171,7 @@ def _current_locations(map_: Map, external_ids: list[str]) -> dict[str, dict]:
     current = {}
     for row in rows.mappings():
         location = dict(row)
-        location["tag_ids"] = tag_ids_of(location.pop("tag_links"))
+        location["tag_ids"] = tag_ids(location.pop("tag_links"))
         layer_ids = location.pop("layer_ids")
         location["layer_ids"] = set(layer_ids.split(",")) if layer_ids else set()
         current[location["external_id"]] = location

@@ -6,12 +6,18 @@ import threading
 
 from flask import has_request_context, request
 from sqlalchemy import event
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 
 from ..extensions import db
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BUSY_TIMEOUT_SECONDS = 5
+#: ``write_lock`` execution option: take the write lock only if no one holds it.
+IF_FREE = "if free"
+
+
+class WriterBusy(Exception):
+    """Another transaction holds SQLite's write lock, and this one would not wait."""
 
 
 def configure_engine(engine) -> None:
@@ -86,11 +92,29 @@ class WriterQueue:
         # A writing transaction takes SQLite's write lock up front: a
         # deferred one that read first could not upgrade once another writer
         # had committed, and would fail instead of waiting its turn.
-        if not wants_write_lock(connection):
+        wanted = wants_write_lock(connection)
+        if not wanted:
             connection.exec_driver_sql("BEGIN")
-            return
-        if self._lock.acquire(timeout=BUSY_TIMEOUT_SECONDS):
-            connection.info["holds_writer_lock"] = True
+        elif wanted == IF_FREE:
+            self._begin_if_free(connection)
+        else:
+            if self._lock.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+                connection.info["holds_writer_lock"] = True
+            self._begin_immediate(connection)
+
+    def _begin_if_free(self, connection) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise WriterBusy
+        connection.info["holds_writer_lock"] = True
+        connection.exec_driver_sql("PRAGMA busy_timeout=0")  # nor behind another process
+        try:
+            self._begin_immediate(connection)
+        except OperationalError:
+            raise WriterBusy from None
+        finally:
+            connection.exec_driver_sql(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
+
+    def _begin_immediate(self, connection) -> None:
         try:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:
@@ -136,6 +160,12 @@ def wants_write_lock(connection) -> bool:
 def begin_request_transaction():
     """Begin the request's transaction; its connection.
 
+    It never takes SQLite's write lock, even for a request that writes: the
+    checks that may refuse the request (key, plan, scope, route) run in it,
+    and a refusal must not wait for another request's write. Once they
+    pass, ``end_checks`` ends it, and the view's first statement begins a
+    transaction that holds the write lock from its start.
+
     A reading request sees one snapshot of the database from its first
     statement to its last, so that a page, its count and its layers agree.
     SQLite gives that to every transaction (``BEGIN``, WAL); PostgreSQL's
@@ -144,7 +174,22 @@ def begin_request_transaction():
     transaction). Writes keep READ COMMITTED and lock the rows they depend
     on (``services.ownership.owned_map``).
     """
-    options = {}
+    options = {"write_lock": False}
     if db.engine.dialect.name == "postgresql" and request.method not in WRITE_METHODS:
         options["isolation_level"] = "REPEATABLE READ"
     return db.session.connection(execution_options=options)
+
+
+def end_checks() -> None:
+    """The request passed its checks: a write on SQLite ends the read
+    transaction they ran in (see ``begin_request_transaction``).
+
+    PostgreSQL needs no such step: its writers lock rows, not the database,
+    and a read waits for no row lock.
+    """
+    if (
+        request.method in WRITE_METHODS
+        and db.session().in_transaction()
+        and db.engine.dialect.name == "sqlite"
+    ):
+        db.session.commit()

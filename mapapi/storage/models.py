@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    event,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -246,12 +248,44 @@ location_layers = db.Table(
 )
 
 
+#: Text compared by code point: SQLite's default; PostgreSQL's "C" collation
+#: (a database's own collation would order by language rules instead).
+CodePointText = Text().with_variant(Text(collation="C"), "postgresql")
+#: Each searchable text column of a location and its lower-cased copy.
+FOLDED_COLUMNS = {
+    "name_folded": "name",
+    "description_folded": "description",
+    "address_folded": "address",
+}
+
+
+def fold(text: str) -> str:
+    """Text as the filters compare it: Python's ``str.lower()``, the rule of the
+    API, which neither database's ``LOWER()`` follows for every character."""
+    return text.lower()
+
+
+def _folded(source: str) -> Mapped[str]:
+    """``source`` lower-cased, stored: written with the row by any INSERT
+    that leaves it out (Core's executemany included), kept in step by an
+    ORM update (``_refold``)."""
+
+    def default(context) -> str:
+        return fold(context.get_current_parameters().get(source) or "")
+
+    return mapped_column(CodePointText, nullable=False, default=default)
+
+
 class Location(Timestamped, db.Model):
     __tablename__ = "locations"
+    # A map's locations in creation order, straight from the index: a page
+    # deep into a big map walks index entries only (location_reads.py).
+    # The others serve the list's filters and sorts (location_filters.py).
     __table_args__ = (
-        # A map's locations in creation order, straight from the index: a
-        # page deep into a big map walks index entries only (location_reads.py).
         Index(None, "map_id", "pk"),
+        Index(None, "map_id", "lat", "lng"),
+        Index(None, "map_id", "updated_at", "pk"),
+        Index(None, "map_id", "name_folded", "pk"),
         # An externalId names one location of its map, even when requests
         # race: the database decides, errors.py turns a clash into CONFLICT.
         # NULLs never clash. The same index serves lookups by externalId.
@@ -272,6 +306,9 @@ class Location(Timestamped, db.Model):
     properties: Mapped[dict[str, Any]] = mapped_column(JSONDocument, nullable=False, default=dict)
     # The location's id in the client's own system (contract section 13).
     external_id: Mapped[str | None] = mapped_column(Text)
+    name_folded: Mapped[str] = _folded("name")
+    description_folded: Mapped[str] = _folded("description")
+    address_folded: Mapped[str] = _folded("address")
 
     # Lists of locations dump both relations: load them with selectinload
     # (one statement each per page), never lazily per row.
@@ -291,3 +328,122 @@ class Location(Timestamped, db.Model):
     @property
     def tag_ids(self) -> list[str]:
         return [link.tag_id for link in self.tag_links]
+
+
+class IdempotencyRecord(db.Model):
+    """A POST's ``Idempotency-Key``: reserved while the request runs, then its kept answer.
+
+    ``status`` is NULL while the request runs. ``token`` names the request
+    that holds the reservation: the answer is written only by that request,
+    in the transaction of its own work (``http.idempotency``).
+    """
+
+    __tablename__ = "idempotency_keys"
+    # One answer per key and account, also when requests race: the database decides.
+    __table_args__ = (
+        UniqueConstraint("account_id", "key", name="uq_idempotency_keys_account_id_key"),
+    )
+
+    pk: Mapped[int] = _pk()
+    account_id: Mapped[str] = _parent("accounts", index=False)
+    key: Mapped[str] = mapped_column(String(255), nullable=False)
+    #: SHA-256 of the method, path and body's JSON value.
+    fingerprint: Mapped[str] = mapped_column(String(64), nullable=False)
+    token: Mapped[str] = mapped_column(String(32), nullable=False)
+    started_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, index=True)
+    status: Mapped[int | None] = mapped_column(Integer)
+    body: Mapped[str | None] = mapped_column(Text)
+
+
+class Event(db.Model):
+    """A change of the account's data, as the feed and webhooks show it.
+
+    ``id`` orders the account's events: it is what a feed cursor holds.
+    AUTOINCREMENT on SQLite, so that an id is never given twice even when
+    the newest events have been swept. ``map_id`` has no foreign key: a
+    map's ``map.deleted`` outlives the map. ``data`` is the JSON text of the
+    resource's GET body right after the change, embedded as it is.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (Index(None, "account_id", "id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    account_id: Mapped[str] = _parent("accounts", index=False)
+    map_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    type: Mapped[str] = mapped_column(String(30), nullable=False)
+    data: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+
+
+class Webhook(Timestamped, db.Model):
+    """A webhook endpoint: where, and which of the account's events.
+
+    ``cursor`` is the id of the last event of the feed the delivery worker
+    has looked at for it (it follows the feed from there); an event becomes
+    a delivery when it was made while the endpoint was enabled: at or after
+    ``enabled_since`` and before ``disabled_since``.
+    ``map_id`` is no foreign key: the endpoint outlives its map's deletion,
+    so that it receives ``map.deleted``.
+    """
+
+    __tablename__ = "webhooks"
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    account_id: Mapped[str] = _parent("accounts")
+    url: Mapped[str] = mapped_column(Text, nullable=False)
+    events: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    map_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    description: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    secret: Mapped[str] = mapped_column(String(64), nullable=False)
+    cursor: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    enabled_since: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    disabled_since: Mapped[datetime | None] = mapped_column(DateTime)
+
+    def __repr__(self) -> str:  # never the secret, should one be logged
+        return f"<Webhook {self.id} {self.url}>"
+
+
+class WebhookDelivery(db.Model):
+    """One attempt to deliver one event to one endpoint.
+
+    A pending attempt is due at ``next_attempt_at``. A process that takes it
+    sets ``claim`` (a token of its own) and moves ``next_attempt_at`` to the
+    end of its lease; it records the outcome only while the claim is still
+    its own. An attempt whose lease has run out (its process was killed) is
+    due again, and is made again.
+    ``body`` is the event exactly as sent, kept so that every attempt sends
+    the same bytes.
+    """
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index(None, "webhook_id", "pk"),
+        Index(None, "status", "next_attempt_at"),
+    )
+
+    pk: Mapped[int] = _pk()
+    id: Mapped[str] = _public_id()
+    webhook_id: Mapped[str] = _parent("webhooks", index=False)
+    event_id: Mapped[str] = mapped_column(Text, nullable=False)
+    event_type: Mapped[str] = mapped_column(String(40), nullable=False)
+    body: Mapped[str] = mapped_column(Text, nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    status: Mapped[str] = mapped_column(String(10), nullable=False, default="pending")
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
+    claim: Mapped[str | None] = mapped_column(String(32))
+
+
+@event.listens_for(Location, "before_update")
+def _refold(_mapper, _connection, location: Location) -> None:
+    for folded, source in FOLDED_COLUMNS.items():
+        setattr(location, folded, fold(getattr(location, source)))

@@ -53,6 +53,21 @@ def prepare_schema() -> None:
             )
 
 
+def apply_migrations(revision: str = "head") -> None:
+    """``mapapi db upgrade``: bring the schema up to this version (or ``revision``).
+
+    On PostgreSQL under the lock a starting ``serve`` takes, so that the
+    command and the first ``serve`` on an empty database, run at the same
+    moment, never both create the tables: the second waits, then finds the
+    schema up to date.
+    """
+    if db.engine.dialect.name == "sqlite":
+        upgrade(revision=revision)
+        return
+    with _schema_lock():
+        upgrade(revision=revision)
+
+
 @contextmanager
 def _schema_lock():
     """PostgreSQL's advisory lock, in a transaction of its own, for the block.

@@ -7,7 +7,7 @@ SQLite (ADD COLUMN, CREATE INDEX): no copy of the table, whose drop would
 cascade to the memberships that refer to it.
 
 Revision ID: 5c3e9a1b7d20
-Revises: 1dda07e0f1ae
+Revises: 5c1e0f9a7d21
 Create Date: 2026-11-25 15:30:00.000000
 
 """
@@ -16,7 +16,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '5c3e9a1b7d20'
-down_revision = '1dda07e0f1ae'
+down_revision = '5c1e0f9a7d21'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,153 @@
+"""The location list's filters and sorts as SQL, each served by an index.
+
+A box reads the (map_id, lat, lng) index, ``updatedSince`` and the
+``updatedAt`` sort (map_id, updated_at, pk), the ``name`` sort (map_id,
+name_folded, pk); a tag, a layer or a category is looked up by its own
+index on the link table or the category column. ``q`` compares the stored
+lower-cased copies (``models.fold``), so that both databases answer as
+Python's ``str.lower()`` does.
+"""
+
+from dataclasses import dataclass
+
+from sqlalchemy import Boolean, and_, false, or_, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
+
+from ..storage.models import (
+    FOLDED_COLUMNS,
+    Location,
+    LocationTag,
+    could_be_id,
+    fold,
+    location_layers,
+)
+
+_locations, _links = Location.__table__, LocationTag.__table__
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of a map's locations (``where``, besides the map) and in what order.
+
+    The order is ``key`` (None: creation order alone), ascending or not,
+    then creation order, which ``-createdAt`` alone reverses.
+    """
+
+    where: tuple
+    key: object
+    descending: bool
+    #: Whether a filter names a category, tag or layer, whose own index finds
+    #: its few locations sooner than the map's index finds them among all.
+    by_id: bool = False
+
+    @property
+    def is_plain(self) -> bool:
+        """Every location of the map, in creation order: the list's fast path."""
+        return not self.where and self.key is None and not self.descending
+
+    def in_map(self, map_id: str):
+        """The condition ``map_id`` of all the selected locations.
+
+        SQLite, which has no statistics unless someone runs ANALYZE, would
+        otherwise walk the whole map's index and test each location against
+        a tag's few: 85 ms instead of 0.1 on 100,000 locations. PostgreSQL
+        has statistics and chooses by itself.
+        """
+        condition = _locations.c.map_id == map_id
+        return _likely(condition) if self.by_id else condition
+
+    def order_by(self) -> tuple:
+        pk = _locations.c.pk
+        if self.key is None:
+            return (pk.desc() if self.descending else pk,)
+        return (self.key.desc() if self.descending else self.key, pk)
+
+    def after(self, key_value, pk_value):
+        """The locations after the one whose sort key is ``key_value`` and pk
+        ``pk_value``, in this order: a keyset page's condition."""
+        pk = _locations.c.pk
+        if self.key is None:
+            return pk < pk_value if self.descending else pk > pk_value
+        # The bound on the key alone lets the database seek in the sort's
+        # index; ties on it then continue by pk.
+        if self.descending:
+            return and_(self.key <= key_value, or_(self.key < key_value, pk > pk_value))
+        return and_(self.key >= key_value, or_(self.key > key_value, pk > pk_value))
+
+
+_SORT_KEYS = {
+    "createdAt": None,
+    "updatedAt": _locations.c.updated_at,
+    "name": _locations.c.name_folded,
+}
+
+
+def selection(query: dict) -> Selection:
+    """The Selection of a loaded LocationFilterSchema query."""
+    sort = query.get("sort", "createdAt")
+    return Selection(
+        where=tuple(_conditions(query)),
+        key=_SORT_KEYS[sort.removeprefix("-")],
+        descending=sort.startswith("-"),
+        by_id=any(name in query for name in ("category_id", "tag_ids", "layer_id")),
+    )
+
+
+def _conditions(query: dict):
+    c = _locations.c
+    if "bbox" in query:
+        west, south, east, north = query["bbox"]
+        yield c.lat.between(south, north)
+        if west <= east:
+            yield c.lng.between(west, east)
+        else:  # across the antimeridian
+            yield or_(c.lng >= west, c.lng <= east)
+    if "q" in query:
+        pattern = "%" + _escape_like(fold(query["q"])) + "%"
+        yield or_(*(c[column].like(pattern, escape="\\") for column in FOLDED_COLUMNS))
+    if "category_id" in query:
+        yield _id_matches(c.category_id, query["category_id"])
+    for tag_id in dict.fromkeys(query.get("tag_ids", ())):
+        yield _linked(_links, _links.c.tag_id, tag_id)
+    if "layer_id" in query:
+        yield _linked(location_layers, location_layers.c.layer_id, query["layer_id"])
+    if "updated_since" in query:
+        yield c.updated_at >= query["updated_since"]
+    if "external_ids" in query:
+        yield c.external_id.in_(query["external_ids"])
+
+
+def _id_matches(column, value: str):
+    # A value that cannot be an id matches nothing, without sending it to
+    # the database (which may not even take it: U+0000).
+    return column == value if could_be_id(value) else false()
+
+
+def _linked(table, column, value: str):
+    """Locations that ``table`` links to ``value`` through ``column``."""
+    return _locations.c.id.in_(select(table.c.location_id).where(_id_matches(column, value)))
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class _likely(FunctionElement):
+    """A condition the planner should expect to hold for most rows, so that
+    it looks for a more selective index: SQLite's ``likely()``; elsewhere
+    the condition itself."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "likely"
+
+
+@compiles(_likely)
+def _plain(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(_likely, "sqlite")
+def _sqlite_likely(element, compiler, **kw):
+    return f"likely({compiler.process(element.clauses, **kw)})"
