@@ -5,6 +5,7 @@ import pytest
 from .factories import error_code, make_layer, make_location, make_map, make_tag
 from .helpers import data_of as data
 from .helpers import validation_details as details
+from .test_events import latest, read_feed
 from .test_isolation_generated import dump_database
 
 
@@ -127,3 +128,17 @@ def test_malformed_bodies_are_refused_without_details(api, map_id):
         headers={"Content-Type": "application/json"},
     )
     assert response.status_code == 400 and "details" not in response.get_json()["error"]
+
+
+def test_each_deleted_location_records_one_event(api, map_id, spots):
+    cursor = latest(api)
+    ids = [spots["a"]["id"], spots["b"]["id"]]
+    body = {"ids": [ids[1], ids[0], ids[1], "x" * 22]}
+    assert bulk_delete(api, map_id, body).get_json()["data"]["deleted"] == [ids[1], ids[0]]
+    events = read_feed(api, after=cursor)
+    assert [(e["type"], e["data"]) for e in events] == [
+        ("location.deleted", {"id": location_id, "mapId": map_id}) for location_id in ids[::-1]
+    ]
+    cursor = latest(api)
+    assert bulk_delete(api, map_id, {"ids": ids}).get_json()["data"]["count"] == 0
+    assert read_feed(api, after=cursor) == []

@@ -9,6 +9,7 @@ import random
 import requests
 
 from .factories import API, make_map
+from .test_events import latest, read_feed
 
 FIELDS = ("id", "name", "lat", "lng", "address")
 
@@ -122,6 +123,7 @@ def test_a_csv_file_is_mirrored_into_a_map_and_kept_in_step(api, live_server):
         rows.remove(row)
     rows += [new_row(number, rng) for number in range(1000, 1005)]
     before = {loc["externalId"]: loc for loc in job.listing()}
+    cursor = latest(api)
 
     second = job.run(to_csv(rows))
     assert second == {"created": 5, "updated": 10, "unchanged": 985, "deleted": 5, "requests": 11}
@@ -133,7 +135,28 @@ def test_a_csv_file_is_mirrored_into_a_map_and_kept_in_step(api, live_server):
         if loc["updatedAt"] != before.get(loc["externalId"], {}).get("updatedAt")
     }
     assert len(moved) == 15  # the 10 changed and the 5 new, nothing else
+    # The feed shows exactly those 20 changes, each with what a GET shows.
+    events = read_feed(api, after=cursor)
+    by_type = {kind: [] for kind in ("location.created", "location.updated", "location.deleted")}
+    for event in events:
+        by_type[event["type"]].append(event["data"])
+    assert len(events) == 20
+    now = {loc["externalId"]: loc for loc in after}
+    assert sorted(d["externalId"] for d in by_type["location.created"]) == sorted(
+        set(now) - set(before)
+    )
+    assert sorted(d["externalId"] for d in by_type["location.updated"]) == sorted(
+        external_id for external_id in moved if external_id in before
+    )
+    for data in by_type["location.created"] + by_type["location.updated"]:
+        assert data == now[data["externalId"]]
+    gone = {before[external_id]["id"] for external_id in set(before) - set(now)}
+    assert len(gone) == 5
+    assert {d["id"] for d in by_type["location.deleted"]} == gone
+    assert all(d == {"id": d["id"], "mapId": map_id} for d in by_type["location.deleted"])
+    cursor = latest(api)
 
     third = job.run(to_csv(rows))
     assert third == {"created": 0, "updated": 0, "unchanged": 1000, "deleted": 0, "requests": 10}
     assert job.listing() == after  # no updatedAt moved, nothing else either
+    assert read_feed(api, after=cursor) == []  # and no event was recorded

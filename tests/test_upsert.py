@@ -18,6 +18,7 @@ from .factories import (
 from .helpers import TICK
 from .helpers import data_of as data
 from .helpers import validation_details as details
+from .test_events import latest, read_feed
 from .test_isolation_generated import dump_database
 
 
@@ -269,3 +270,36 @@ def test_racing_upserts_of_one_new_external_id_make_one_location(api, map_id, li
     assert sum(answer.json()["data"]["created"] for answer in answers) == 1
     (location,) = listed(api, map_id)
     assert {answer.json()["data"]["locations"][0]["id"] for answer in answers} == {location["id"]}
+
+
+def test_upsert_records_one_event_per_location_it_changes_and_none_for_the_others(api, map_id):
+    layer = make_layer(api, map_id)["id"]
+    upserted(api, map_id, [row("a"), row("b"), row("c")])
+    cursor = latest(api)
+    answer = upserted(
+        api, map_id, [row("a"), row("b", name="renamed"), row("c", layerIds=[layer]), row("d")]
+    )
+    assert (answer["created"], answer["updated"], answer["unchanged"]) == (1, 2, 1)
+    events = read_feed(api, after=cursor)
+    shown = {loc["externalId"]: loc for loc in answer["locations"]}
+    assert sorted((e["type"], e["data"]["externalId"]) for e in events) == [
+        ("location.created", "d"),
+        ("location.updated", "b"),
+        ("location.updated", "c"),
+    ]
+    assert all(e["data"] == shown[e["data"]["externalId"]] for e in events)
+    assert [layer_["id"] for layer_ in shown["c"]["layers"]] == [layer]
+
+
+def test_a_put_that_only_changes_layer_ids_records_location_updated(api, map_id):
+    layer = make_layer(api, map_id)["id"]
+    location = api.created(f"/maps/{map_id}/locations", row("a"))
+    cursor = latest(api)
+    path = f"/maps/{map_id}/locations/{location['id']}"
+    assert data(api.put(path, json={"layerIds": [layer]}))["layers"][0]["id"] == layer
+    (event,) = read_feed(api, after=cursor)
+    assert event["type"] == "location.updated"
+    assert [layer_["id"] for layer_ in event["data"]["layers"]] == [layer]
+    cursor = latest(api)
+    assert data(api.put(path, json={"layerIds": [layer]}))["layers"][0]["id"] == layer
+    assert read_feed(api, after=cursor) == []  # the same set: no change, no event

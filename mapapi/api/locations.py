@@ -193,9 +193,9 @@ def bulk_delete_locations(map_id):
     map_ = owned_map(map_id)
     body = load_body()
     by = "ids" if "ids" in body else "external_ids"
-    outcome = delete_locations(map_, by, body[by])
+    deleted = delete_locations(map_, by, body[by])
     db.session.commit()
-    return respond({"deleted": outcome.deleted, "count": len(outcome.deleted)})
+    return respond({"deleted": deleted, "count": len(deleted)})
 
 
 @bp.get("/maps/<map_id>/locations.geojson")

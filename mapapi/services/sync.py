@@ -4,14 +4,13 @@ Both cost a fixed number of statements per request, whatever the number of
 items: each kind of read and each kind of write is one statement for the
 whole request (an ``IN`` list, or an executemany), never one per item.
 
-Every location they create, update or delete passes through one list, the
-``changes`` of the outcome: ``(kind, location)`` in input order, where kind
-is ``"created"``, ``"updated"`` or ``"deleted"`` and location is what a GET
-shows right after the change (``{"id", "mapId"}`` for a deletion). An item
-that changes nothing is not in it.
+Every location they create, update or delete is noted in the journal
+(``journal.py``), which records its event when the request commits; an
+item that changes nothing is not, so a rerun of the same input records
+nothing.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from sqlalchemy import bindparam, delete, insert, select, update
@@ -21,6 +20,7 @@ from ..contract.serialization import compile_dumper
 from ..extensions import db
 from ..storage.models import Location, LocationTag, Map, could_be_id, location_layers
 from ..timeutil import utcnow
+from . import journal
 from .changes import same_value
 from .location_reads import LAYER_IDS, TAG_LINKS, read_locations, tag_ids
 from .locations import References, create_locations, repeated_external_ids, tag_links
@@ -79,8 +79,6 @@ class UpsertOutcome:
     created: int = 0
     updated: int = 0
     unchanged: int = 0
-    #: What changed, in input order: where the change feed records it.
-    changes: list[tuple[str, dict]] = field(default_factory=list)
 
 
 @dataclass
@@ -149,12 +147,11 @@ class UpsertPlan:
         shown.update(zip(updates, matched, strict=True))
         outcome = UpsertOutcome([shown[index] for index in sorted(shown)])
         for index, location in zip(sorted(shown), outcome.locations, strict=True):
-            if index in creates:
+            if index in creates:  # noted by create_locations
                 outcome.created += 1
-                outcome.changes.append(("created", location))
             elif location["id"] in changed:
                 outcome.updated += 1
-                outcome.changes.append(("updated", location))
+                journal.updated_body("location", location, self.map.id)
             else:
                 outcome.unchanged += 1
         return outcome
@@ -209,18 +206,10 @@ def _write_updates(updates: list[_Update]) -> set[str]:
     return {row["location_id"] for row in rows}
 
 
-@dataclass
-class DeleteOutcome:
-    deleted: list[str]
-    #: One ``("deleted", {"id", "mapId"})`` per deleted location, in the
-    #: order of ``deleted``: where the change feed records them.
-    changes: list[tuple[str, dict]]
-
-
-def delete_locations(map_: Map, by: str, names: list[str]) -> DeleteOutcome:
+def delete_locations(map_: Map, by: str, names: list[str]) -> list[str]:
     """Delete the locations of ``map_`` that ``names`` name, ``by`` ``"ids"``
     or ``"external_ids"``: each once, in the order first given; a name that
-    matches nothing is skipped. Two statements."""
+    matches nothing is skipped; the ids deleted. Two statements."""
     names = list(dict.fromkeys(names))
     if by == "ids":
         names = [name for name in names if could_be_id(name)]
@@ -234,6 +223,6 @@ def delete_locations(map_: Map, by: str, names: list[str]) -> DeleteOutcome:
     deleted = [found[name] for name in names if name in found]
     if deleted:
         db.session.connection().execute(_DELETE, {"map_id": map_.id, "location_ids": deleted})
-    return DeleteOutcome(
-        deleted, [("deleted", {"id": location_id, "mapId": map_.id}) for location_id in deleted]
-    )
+    for location_id in deleted:
+        journal.deleted("location", location_id, map_.id)
+    return deleted
