@@ -97,6 +97,7 @@ def test_export_writes_each_location_as_a_point_feature(api, map_id):
                     "tagIds": tags,
                     "layerIds": [first, second],
                     "properties": {"external": {"id": 7, "big": 2**70}, "list": [1.5, None]},
+                    "externalId": None,
                     "createdAt": stored["createdAt"],
                     "updatedAt": stored["updatedAt"],
                 },

@@ -114,6 +114,7 @@ def samples():
                     "tag_ids": loc.tag_ids,
                     "layer_ids": [layer.id for layer in loc.layers],
                     "properties": loc.properties,
+                    "external_id": loc.external_id,
                     "created_at": loc.created_at,
                     "updated_at": loc.updated_at,
                 },

@@ -145,16 +145,19 @@ def upsert_locations(map_id):
     for index, item_errors in plan.errors.items():
         errors.setdefault(index, {}).update(item_errors)
     raise_item_errors(errors, "Some locations are invalid; nothing was written.")
+    return respond_dumped(_upserted(plan))
+
+
+def _upserted(plan: UpsertPlan) -> dict:
+    """Write ``plan`` and commit: the upsert's answer."""
     outcome = plan.apply()
     db.session.commit()
-    return respond_dumped(
-        {
-            "locations": outcome.locations,
-            "created": outcome.created,
-            "updated": outcome.updated,
-            "unchanged": outcome.unchanged,
-        }
-    )
+    return {
+        "locations": outcome.locations,
+        "created": outcome.created,
+        "updated": outcome.updated,
+        "unchanged": outcome.unchanged,
+    }
 
 
 def _read_upsert_items() -> tuple[dict[int, UpsertItem], dict[int, dict]]:
@@ -222,6 +225,7 @@ def export_geojson(map_id):
     response=BulkResultSchema,
     status=201,
     conflict=True,
+    other_success=(200, UpsertResultSchema, "With upsert=true: as POST .../locations/upsert answers."),
 )
 def import_geojson(map_id):
     """Create 1 to 100 locations from a GeoJSON FeatureCollection: all of them or none.
@@ -229,35 +233,67 @@ def import_geojson(map_id):
     Each Feature is a Point `[lng, lat]` whose properties are read as the
     export writes them; any other property joins the location's
     `properties`. `nameProperty` names the property read as the name. The
-    details of an error name every bad Feature by its index.
+    details of an error name every bad Feature by its index. With
+    `upsert=true`, the Features are upserted by their `externalId` (each
+    needs one): a Feature naming a location of the map updates it as PUT
+    does, the others create; the answer is the upsert's.
     """
     # Read before the map's lock is taken, as the bulk create does.
     read_features = settled(_read_features)
     map_ = owned_map(map_id)
     loaded, errors = read_features()
+    if load_query()["upsert"]:
+        return _upsert_features(map_, loaded, errors)
     indexes, items = list(loaded), list(loaded.values())
     references = References(map_, items)
+    found = dict(repeated_external_ids(loaded))
     for position, item_errors in references.errors(items).items():
-        errors.setdefault(indexes[position], {}).setdefault("properties", {}).update(item_errors)
+        found.setdefault(indexes[position], {}).update(item_errors)
+    for index, item_errors in found.items():
+        errors.setdefault(index, {}).setdefault("properties", {}).update(item_errors)
     raise_item_errors(errors, "Some Features are invalid; none was created.", "features")
     created = create_locations(map_, items, references)
     db.session.commit()
     return respond({"created": created, "count": len(created)})
 
 
-def _read_features() -> tuple[dict[int, dict], dict[int, dict]]:
-    """The import's valid Features read as location inputs, and the errors
-    of the others, by index."""
-    name_property = load_query()["name_property"]
+def _read_features() -> tuple[dict[int, dict | UpsertItem], dict[int, dict]]:
+    """The import's valid Features read as location inputs (as upsert items
+    with ``upsert=true``), and the errors of the others, by index."""
+    query = load_query()
+    name_property = query["name_property"]
+    read = _read_upsert_feature if query["upsert"] else read_feature
     features = load_body(schema=_import_envelope)["features"]
     loaded, errors = {}, {}
     for index, feature in enumerate(features):
-        item, item_errors = read_feature(feature, name_property)
+        item, item_errors = read(feature, name_property)
         if item_errors:
             errors[index] = item_errors
         else:
             loaded[index] = item
     return loaded, errors
+
+
+def _read_upsert_feature(feature, name_property: str) -> tuple[UpsertItem | None, dict]:
+    """A Feature read as an upsert item: the fields it gives (as PUT reads
+    them) and, if it can create a location, the location it would create;
+    its errors as a create count only if its externalId turns out new."""
+    given, errors = read_feature(feature, name_property, partial=True)
+    if errors:
+        return None, errors
+    if given.get("external_id") is None:
+        return None, {"properties": {"externalId": ["Required with upsert=true."]}}
+    new, new_errors = read_feature(feature, name_property)
+    return UpsertItem(given, new, new_errors or None), {}
+
+
+def _upsert_features(map_, items: dict[int, UpsertItem], errors: dict[int, dict]):
+    """``import?upsert=true``: the Features upserted as the upsert does."""
+    plan = UpsertPlan(map_, items, nest="properties")
+    for index, item_errors in plan.errors.items():
+        errors.setdefault(index, {}).update(item_errors)
+    raise_item_errors(errors, "Some Features are invalid; nothing was written.", "features")
+    return respond_dumped(_upserted(plan), status=200)
 
 
 @bp.get("/maps/<map_id>/locations/<location_id>")

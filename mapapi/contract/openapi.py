@@ -160,6 +160,9 @@ class Operation:
     #: The success response's media type; any other than JSON is not
     #: wrapped in ``{"data": ...}`` (the GeoJSON export).
     media_type: str = JSON
+    #: Another success the query may ask for: ``(status, response schema,
+    #: description)`` (the import's ``upsert=true``).
+    other_success: tuple | None = None
 
 
 def operation(
@@ -172,6 +175,7 @@ def operation(
     errors=(),
     body_media_types=(JSON,),
     media_type=JSON,
+    other_success=None,
 ):
     """Declare a view's schemas (classes or instances), success status and media types."""
 
@@ -190,6 +194,7 @@ def operation(
         body and compile_loader(body),
         tuple(body_media_types),
         media_type,
+        other_success and (other_success[0], instance(other_success[1]), other_success[2]),
     )
 
     def decorate(view):
@@ -455,6 +460,13 @@ def _responses(declared: Operation, path: str, method: str, operations, conditio
         if links:
             success["links"] = links
     responses = {str(declared.status): success}
+    if declared.other_success is not None:
+        status, response, description = declared.other_success
+        responses[str(status)] = {
+            "description": description,
+            "headers": success["headers"],
+            "content": {JSON: {"schema": _envelope(response)}},
+        }
     if "IfNoneMatch" in conditions:
         responses["304"] = {
             "description": "Not modified: If-None-Match holds the current ETag. No body.",

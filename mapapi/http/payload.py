@@ -68,11 +68,11 @@ def respond(value):
     return respond_dumped(current_operation().dump(value))
 
 
-def respond_dumped(data):
+def respond_dumped(data, status: int | None = None):
     """``{"data": data}`` for ``data`` read already in the shape of the view's
-    declared response schema, with its declared success status."""
+    declared response schema, with its declared success status (or ``status``)."""
     response = jsonify(data=data)
-    response.status_code = current_operation().status
+    response.status_code = status or current_operation().status
     return response
 
 

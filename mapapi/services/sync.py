@@ -113,9 +113,16 @@ class UpsertPlan:
     and the field errors (by item index) that only the database can tell.
     ``apply`` writes it, when there are no errors."""
 
-    def __init__(self, map_: Map, items: dict[int, UpsertItem]):
+    def __init__(self, map_: Map, items: dict[int, UpsertItem], nest: str | None = None):
+        """``nest``: the key under which an item keeps its fields, in the
+        errors found here (``"properties"`` for a GeoJSON Feature)."""
         self.map = map_
-        self.errors = repeated_external_ids({i: item.fields for i, item in items.items()})
+        self.errors = {
+            index: _nested(item_errors, nest)
+            for index, item_errors in repeated_external_ids(
+                {i: item.fields for i, item in items.items()}
+            ).items()
+        }
         current = _current_locations(map_, [item.fields["external_id"] for item in items.values()])
         #: index -> the data a create takes, or an _Update, in input order.
         self.steps: dict[int, dict | _Update] = {}
@@ -133,7 +140,7 @@ class UpsertPlan:
         self.references = References(map_, given)
         indexes = list(self.steps)
         for position, item_errors in self.references.errors(given).items():
-            self.errors.setdefault(indexes[position], {}).update(item_errors)
+            self.errors[indexes[position]] = _nested(item_errors, nest)
 
     def apply(self) -> UpsertOutcome:
         creates = {i: step for i, step in self.steps.items() if not isinstance(step, _Update)}
@@ -155,6 +162,10 @@ class UpsertPlan:
             else:
                 outcome.unchanged += 1
         return outcome
+
+
+def _nested(errors: dict, key: str | None) -> dict:
+    return {key: errors} if key else errors
 
 
 def _current_locations(map_: Map, external_ids: list[str]) -> dict[str, dict]:
