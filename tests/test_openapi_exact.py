@@ -131,12 +131,11 @@ def test_every_error_code_the_service_answers_is_in_the_document(document):
     assert (405, "METHOD_NOT_ALLOWED") in raised and (403, "PRO_SUBSCRIPTION_REQUIRED") in raised
     error = document["components"]["schemas"]["Error"]["properties"]["error"]
     assert {code for _, code in raised} <= set(error["properties"]["code"]["enum"])
-    described = {
-        int(status): response["description"]
-        for _, _, operation in operations(document)
-        for status, response in operation["responses"].items()
-        if status >= "400"
-    }
+    described = {}  # every operation's description of each error status, together
+    for _, _, operation in operations(document):
+        for status, response in operation["responses"].items():
+            if status >= "400":
+                described[int(status)] = described.get(int(status), "") + response["description"]
     described[405] = document["components"]["responses"]["MethodNotAllowed"]["description"]
     for status, code in raised:
         assert code in described[status], (status, code)

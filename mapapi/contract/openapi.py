@@ -137,6 +137,19 @@ BODY_EXAMPLES = {
     "TagInput": {"name": "terrace"},
     "TagUpdate": {"color": "#22C55E"},
     "KeyInput": {"name": "reporting", "scope": "READ_ONLY"},
+    "UpsertInput": {"locations": [{**_PLACE, "externalId": "CRM-00017"}]},
+    "BulkDeleteInput": {"externalIds": ["CRM-00017", "CRM-00018"]},
+    "ImportInput": {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "geometry": {"type": "Point", "coordinates": [2.3326, 48.8542]},
+                "properties": {"name": "Café de Flore", "externalId": "CRM-00017"},
+            }
+        ],
+    },
+    "WebhookInput": {"url": "https://example.com/hooks/mapapi", "events": ["location.created"]},
 }
 
 
