@@ -29,6 +29,7 @@ from .contract.schemas import SCOPES
 from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
+from .mcp.command import mcp_command
 from .services import accounts as account_service
 from .services import events as event_service
 from .services.keys import issue_key, listed_keys, revoke_key
@@ -469,8 +470,10 @@ class OperatorGroup(click.Group):
 @click.group("mapapi", cls=OperatorGroup)
 @click.version_option(version("mapapi"), prog_name="mapapi", message="%(prog)s %(version)s")
 def main():
-    """Serve mapapi and manage its accounts and API keys."""
+    """Serve mapapi, deliver its webhooks, manage its accounts and API keys, serve MCP."""
 
 
 for _command in (*COMMANDS, operator_db_group):
     main.add_command(_command)
+# A client of a running service: it needs no app, no database.
+main.add_command(mcp_command)

@@ -114,6 +114,7 @@ class ServeProcess:
 
     def __init__(self, env: dict, workdir: Path, name: str, threads: int | None = None, options=()):
         self.name = name
+        self.env = env  # what other commands on the same database need
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.stdout_path = workdir / f"{name}.out"

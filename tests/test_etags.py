@@ -271,3 +271,11 @@ def test_two_editors_racing_with_if_match_one_wins_every_time(api, live_server, 
             requests.get(url, headers=auth, timeout=TIMEOUT).json()["data"]["name"]
             == winner
         )
+
+
+def test_an_empty_if_match_is_no_precondition(api):
+    made = data_of(api.post("/maps", json={"title": "Kept"}), 201)
+    answered = api.put(f"/maps/{made['id']}", json={"title": "Changed"}, headers={"If-Match": ""})
+    assert data_of(answered)["title"] == "Changed"
+    refused = api.put(f"/maps/{made['id']}", data="", headers={"If-Match": " "})
+    assert refused.status_code == 400

@@ -131,7 +131,7 @@ def test_every_error_code_the_service_answers_is_in_the_document(document):
     assert (405, "METHOD_NOT_ALLOWED") in raised and (403, "PRO_SUBSCRIPTION_REQUIRED") in raised
     error = document["components"]["schemas"]["Error"]["properties"]["error"]
     assert {code for _, code in raised} <= set(error["properties"]["code"]["enum"])
-    described = {}  # every operation's description of each error status, together
+    described: dict[int, str] = {}
     for _, _, operation in operations(document):
         for status, response in operation["responses"].items():
             if status >= "400":

@@ -302,7 +302,7 @@ def test_a_name_resolving_to_loopback_is_refused_at_the_attempt():
 
 def test_a_private_address_found_at_the_attempt_fails_it(app, api, receiver, worker):
     endpoint = create_endpoint(api, f"http://localhost:{receiver.port}/hook")  # allowed then
-    app.config["WEBHOOKS_ALLOW_PRIVATE"] = "0"  # the rule holds again
+    app.config["WEBHOOKS_ALLOW_PRIVATE"] = False  # the rule holds again
     data_of(api.post(f"/webhooks/{endpoint['id']}/ping"), 202)
     worker()
     deadline = time.monotonic() + 10

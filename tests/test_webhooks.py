@@ -109,7 +109,7 @@ def test_a_name_that_resolves_to_loopback_is_refused(api):
 
 
 def test_private_urls_are_accepted_when_allowed(app, api):
-    app.config["WEBHOOKS_ALLOW_PRIVATE"] = "1"
+    app.config["WEBHOOKS_ALLOW_PRIVATE"] = True
     assert create(api, url="http://localhost:9/hook")["url"] == "http://localhost:9/hook"
 
 

@@ -43,11 +43,11 @@ def get_webhook(webhook_id):
 
 
 @bp.put("/webhooks/<webhook_id>")
-@operation(body=WebhookInputSchema, response=WebhookSchema)
+@operation(body=WebhookInputSchema(partial=True), response=WebhookSchema)
 def update_webhook(webhook_id):
     """Update a webhook endpoint; events made while it is disabled are never sent to it."""
     service.find_webhook(webhook_id, g.account)  # an unknown id answers before the body
-    webhook = service.update_webhook(webhook_id, g.account, load_body(partial=True))
+    webhook = service.update_webhook(webhook_id, g.account, load_body())
     db.session.commit()
     return respond(webhook)
 

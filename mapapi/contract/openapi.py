@@ -139,17 +139,26 @@ BODY_EXAMPLES = {
     "KeyInput": {"name": "reporting", "scope": "READ_ONLY"},
     "UpsertInput": {"locations": [{**_PLACE, "externalId": "CRM-00017"}]},
     "BulkDeleteInput": {"externalIds": ["CRM-00017", "CRM-00018"]},
+    "WebhookInput": {
+        "url": "https://hooks.example.com/mapapi",
+        "events": ["location.*", "map.deleted"],
+        "description": "shop sync",
+    },
+    "WebhookUpdate": {"enabled": False},
     "ImportInput": {
         "type": "FeatureCollection",
         "features": [
             {
                 "type": "Feature",
                 "geometry": {"type": "Point", "coordinates": [2.3326, 48.8542]},
-                "properties": {"name": "Café de Flore", "externalId": "CRM-00017"},
+                "properties": {
+                    "name": "Café de Flore",
+                    "website": "https://cafedeflore.fr",
+                    "externalId": "CRM-00017",
+                },
             }
         ],
     },
-    "WebhookInput": {"url": "https://example.com/hooks/mapapi", "events": ["location.created"]},
 }
 
 
@@ -508,7 +517,7 @@ def _responses(declared: Operation, path: str, method: str, operations, conditio
 def _error_codes(status: int, declared: Operation, conditions: list[str]) -> list[str]:
     if status != 409:
         return ERROR_CODES[status]
-    codes = ["CONFLICT"] if declared.conflict else []
+    codes = ["CONFLICT"] if declared.conflict or 409 in declared.errors else []
     return codes + (["IDEMPOTENCY_KEY_IN_USE"] if "IdempotencyKey" in conditions else [])
 
 

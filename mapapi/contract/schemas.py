@@ -238,13 +238,16 @@ class KeyInputSchema(InputSchema):
 
 
 class OutputSchema(Schema):
-    """Every field of a resource is always present in what the API returns."""
+    """Every field of a resource is always present in what the API returns,
+    but ``optional_fields``: a secret, which a replayed create leaves out."""
+
+    optional_fields: tuple[str, ...] = ()
 
     id = fields.String()
     created_at = Timestamp(data_key="createdAt")
 
     def on_bind_field(self, field_name, field_obj):
-        field_obj.required = True
+        field_obj.required = field_name not in self.optional_fields
 
 
 class MapChildSchema(OutputSchema):
@@ -332,7 +335,10 @@ class KeySchema(OutputSchema):
 
 
 class CreatedKeySchema(KeySchema):
-    """The one response that shows a key's secret."""
+    """The one response that shows a key's secret (not a replay of it: the
+    secret is never stored)."""
+
+    optional_fields = ("key",)
 
     key = fields.String(attribute="secret")
 

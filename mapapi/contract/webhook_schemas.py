@@ -50,7 +50,10 @@ class WebhookSchema(OutputSchema):
 
 
 class CreatedWebhookSchema(WebhookSchema):
-    """The one response that shows the endpoint's signing secret."""
+    """The one response that shows the endpoint's signing secret (not a replay
+    of it: the kept answer holds no secret)."""
+
+    optional_fields = ("secret",)
 
     secret = fields.String(
         metadata={"description": "`whsec_` + base64 of 32 random bytes; shown once."}

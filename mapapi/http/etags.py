@@ -59,7 +59,9 @@ def check_precondition() -> None:
     Runs after the body size (413) and before validation; an unknown
     resource is still 404, from its GET view.
     """
-    if request.method not in GUARDED_METHODS or "If-Match" not in request.headers:
+    # An empty If-Match names no entity-tag: no precondition (the body's
+    # own errors answer, as without the header).
+    if request.method not in GUARDED_METHODS or not request.headers.get("If-Match", "").strip():
         return
     if request.routing_exception is not None or g.get("account") is None:
         return

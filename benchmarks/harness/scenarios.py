@@ -1,0 +1,203 @@
+"""The scenarios: what wrk sends to which server, built from the seeded data."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+from .data import Seeded, location_properties
+from .settings import API, BULK_SIZE, LOCATIONS_PER_MAP, PAGE_SIZE
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    body: str | None = None
+
+
+@dataclass
+class Scenario:
+    """One row of the table: what wrk sends, to which server, and what must come back."""
+
+    key: str
+    label: str
+    server: str  # "app", or a reference: "bare", "floor", "peer"
+    requests: list[Request]
+    headers: dict[str, str]
+    expected_status: int = 200
+    #: Locations each request creates (for the bulk-versus-single ratio).
+    creates: int = 0
+
+
+
+def build_scenarios(seeded: Seeded) -> list[Scenario]:
+    rng = random.Random(7)
+    auth = {"Authorization": f"Bearer {seeded.secret}"}
+    json_auth = {**auth, "Content-Type": "application/json"}
+    rich, writes, big = seeded.rich, seeded.writes, seeded.big
+
+    def new_location(number: int) -> dict:
+        name = f"Bench spot {number}"
+        return {
+            "name": name,
+            "lat": round(rng.uniform(48.80, 48.90), 6),
+            "lng": round(rng.uniform(2.25, 2.42), 6),
+            "address": f"{number} Rue de Rivoli, Paris",
+            "description": "Added by the benchmark.",
+            "categoryId": rng.choice(writes.category_ids),
+            "tagIds": rng.sample(writes.tag_ids, 2),
+            "properties": location_properties(rng, name),
+        }
+
+    singles = [
+        Request("POST", f"{API}/maps/{writes.id}/locations", json.dumps(new_location(n)))
+        for n in range(50)
+    ]
+    bulks = [
+        Request(
+            "POST",
+            f"{API}/maps/{writes.id}/locations/bulk",
+            json.dumps(
+                {"locations": [new_location(batch * BULK_SIZE + n) for n in range(BULK_SIZE)]}
+            ),
+        )
+        for batch in range(4)
+    ]
+    pool = writes.location_ids[:LOCATIONS_PER_MAP]
+    sets = seeded.layer_sets
+    memberships = [
+        Request(
+            "PUT",
+            f"{API}/maps/{writes.id}/locations/{location_id}/layers",
+            json.dumps({"layerIds": sets[(index + visit) % len(sets)]}),
+        )
+        for visit in range(4)
+        for index, location_id in enumerate(pool)
+    ]
+    page = f"{API}/maps/{big.id}/locations?pageSize={PAGE_SIZE}&page="
+    big_page = f"{API}/maps/{big.id}/locations?pageSize={PAGE_SIZE}&"
+    lng, lat = seeded.big_point
+    block = f"{lng - 0.0005:.6f},{lat - 0.0005:.6f},{lng + 0.0005:.6f},{lat + 0.0005:.6f}"
+    a_minute_ago = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    filtered = [
+        ("bbox", "big map, bbox of a city block", f"bbox={block}"),
+        ("tag", "big map, one rare tag", f"tagId={seeded.rare_tag}"),
+        ("updated", "big map, updatedSince a minute ago", f"updatedSince={a_minute_ago}"),
+        ("q", "big map, q matching nothing", "q=zzzz"),
+    ]
+    replayed = {**json_auth, "Idempotency-Key": "benchmark-replay"}
+    return [
+        Scenario("bare", "bare Flask view (limit)", "bare", [Request("GET", "/")], {}),
+        Scenario(
+            "get_map", "GET /maps/:id", "app", [Request("GET", f"{API}/maps/{rich.id}")], auth
+        ),
+        Scenario(
+            "list_100",
+            "GET locations pageSize=100",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}/locations?pageSize={PAGE_SIZE}")],
+            auth,
+        ),
+        Scenario("create", "POST location", "app", singles, json_auth, 201, creates=1),
+        Scenario(
+            "bulk", f"POST bulk of {BULK_SIZE}", "app", bulks, json_auth, 201, creates=BULK_SIZE
+        ),
+        Scenario("layers", "PUT location layers", "app", memberships, json_auth),
+        Scenario("page_1", "big map page 1", "app", [Request("GET", page + "1")], auth),
+        Scenario("page_1000", "big map page 1000", "app", [Request("GET", page + "1000")], auth),
+        Scenario(
+            "bad_key",
+            "bad key (401)",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}")],
+            {"Authorization": "Bearer mk_live_" + "x" * 43},
+            401,
+        ),
+        *[
+            Scenario(f"filter_{key}", label, "app", [Request("GET", big_page + query)], auth)
+            for key, label, query in filtered
+        ],
+        Scenario(
+            "get_map_304",
+            "GET /maps/:id, If-None-Match (304)",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}")],
+            {**auth, "If-None-Match": "*"},
+            304,
+        ),
+        Scenario("replay", "POST location, replayed", "app", singles[:1], replayed, 201),
+        Scenario(
+            "list_100_gzip",
+            "GET locations pageSize=100, gzip",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}/locations?pageSize={PAGE_SIZE}")],
+            {**auth, "Accept-Encoding": "gzip"},
+        ),
+        # Not a target: the floor of every API request, all of mapapi's
+        # per-request work (hooks, rate limit, error body, headers, access log)
+        # without the database.
+        Scenario(
+            "no_key",
+            "no key (401, no SQL)",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}")],
+            {},
+            401,
+        ),
+    ]
+
+
+#: mapapi's scenarios that the floor and the peer serve too (the peer has no key check
+#: worth comparing on its own: it answers the bad key as mapapi does, for the table).
+REFERENCE_SCENARIOS = ("get_map", "list_100", "bad_key")
+
+
+def reference_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
+    """The same requests, sent to the floor and to the peer."""
+    by_key = {scenario.key: scenario for scenario in scenarios}
+    return [
+        replace(
+            by_key[key],
+            key=f"{server}_{key}",
+            label=f"{server}: {by_key[key].label}",
+            server=server,
+        )
+        for server in ("floor", "peer")
+        for key in REFERENCE_SCENARIOS
+    ]
+
+
+def statement_probes(seeded: Seeded, scenarios: list[Scenario]) -> list[Scenario]:
+    """Extra requests whose counts show independence of page size and bulk size."""
+    by_key = {scenario.key: scenario for scenario in scenarios}
+    rich = seeded.rich
+    one_item = json.loads(by_key["bulk"].requests[0].body)["locations"][:1]
+    return [
+        Scenario(
+            "list_1",
+            "GET locations pageSize=1",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}/locations?pageSize=1")],
+            by_key["list_100"].headers,
+        ),
+        Scenario(
+            "bulk_1",
+            "POST bulk of 1",
+            "app",
+            [
+                Request(
+                    "POST",
+                    f"{API}/maps/{seeded.writes.id}/locations/bulk",
+                    json.dumps({"locations": one_item}),
+                )
+            ],
+            by_key["bulk"].headers,
+            201,
+            creates=1,
+        ),
+    ]
+
+

@@ -1,0 +1,7 @@
+"""Reference servers that do the work of mapapi's reads another way, for comparison.
+
+Each is a script started as its own process: ``bare.py`` (a JSON view and
+nothing else), ``floor.py`` (every check mapapi makes, on the database
+driver alone) and ``peer.py`` (the same reads as FastAPI's tutorial
+teaches them).
+"""
