@@ -62,7 +62,7 @@ def free_port() -> int:
 
 LOCATION_FIELDS = {
     "id", "mapId", "name", "lat", "lng", "description", "address", "categoryId",
-    "tagIds", "properties", "layers", "createdAt", "updatedAt",
+    "tagIds", "properties", "externalId", "layers", "createdAt", "updatedAt",
 }
 LAYER_FIELDS = {
     "id", "mapId", "name", "color", "order", "routeEnabled", "routeShowByDefault",

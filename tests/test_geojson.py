@@ -97,6 +97,7 @@ def test_export_writes_each_location_as_a_point_feature(api, map_id):
                     "tagIds": tags,
                     "layerIds": [first, second],
                     "properties": {"external": {"id": 7, "big": 2**70}, "list": [1.5, None]},
+                    "externalId": None,
                     "createdAt": stored["createdAt"],
                     "updatedAt": stored["updatedAt"],
                 },
@@ -463,6 +464,7 @@ def test_the_openapi_document_describes_filters_export_and_import(client):
     parameters = {p["name"]: p for p in listing["parameters"]}
     assert set(parameters) == {
         "page", "pageSize", "bbox", "q", "categoryId", "tagId", "layerId", "updatedSince", "sort",
+        "externalId",
     }  # fmt: skip
     assert parameters["tagId"]["schema"]["type"] == "array"
     assert parameters["tagId"]["schema"]["maxItems"] == 10
@@ -478,5 +480,5 @@ def test_the_openapi_document_describes_filters_export_and_import(client):
     imported = document["paths"]["/maps/{mapId}/locations/import"]["post"]
     assert imported["operationId"] == "locations_import_geojson"
     assert set(imported["requestBody"]["content"]) == {GEO, "application/json"}
-    assert [p["name"] for p in imported["parameters"] if "name" in p] == ["nameProperty"]
+    assert [p["name"] for p in imported["parameters"] if "name" in p] == ["nameProperty", "upsert"]
     assert "201" in imported["responses"] and "400" in imported["responses"]

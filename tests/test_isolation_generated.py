@@ -28,7 +28,7 @@ WRITE_METHODS = {"POST", "PUT", "PATCH"}
 #: (rule, method) pairs under /api/v1 whose path holds ids, as of docs/api.md.
 #: A route added to the app changes this count: raise it, and give the route
 #: a body below if it writes.
-EXPECTED_ID_ROUTES = 33
+EXPECTED_ID_ROUTES = 35
 
 #: The resource each URL variable names, and so whose id goes in it.
 ID_KINDS = {
@@ -86,6 +86,14 @@ BODIES = {
     ("PUT", "/maps/<map_id>/layers/<layer_id>"): lambda ids: {"name": "Taken over", "order": 1},
     ("PUT", "/webhooks/<webhook_id>"): lambda ids: {"url": "https://93.184.215.14/b", "enabled": False},
     ("POST", "/webhooks/<webhook_id>/ping"): lambda ids: {},
+    ("POST", "/maps/<map_id>/locations/upsert"): lambda ids: {
+        "locations": [
+            {"externalId": "intruder", "name": "Intruder", "lat": 1, "lng": 2},
+            {"externalId": "layered", "name": "n", "lat": 0, "lng": 0, "layerIds": [ids["layer"]]},
+        ]
+    },
+    # Last: the owner's own run of it deletes the location the others name.
+    ("POST", "/maps/<map_id>/locations/bulk-delete"): lambda ids: {"ids": [ids["location"]]},
 }
 
 

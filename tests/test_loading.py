@@ -150,6 +150,8 @@ def test_valid_input_takes_the_quick_path_without_marshmallows_load():
         "category_id": None,
         "tag_ids": ["a" * 22, "b" * 22],
         "properties": {"n": [1, {"x": None}]},
+        "external_id": None,
+        "layer_ids": [],
     }
 
 

@@ -1,10 +1,13 @@
 """Migrations: they build exactly the models' schema, on SQLite and PostgreSQL."""
 
+from datetime import datetime
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from flask_migrate import upgrade
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from mapapi import create_app
 from mapapi.extensions import db
@@ -115,3 +118,58 @@ def test_upgrade_fills_the_lower_cased_copies_of_existing_locations(migration_ap
     assert len(rows) == 1500
     assert set(rows[0][1:]) == {"été", "İ".lower()}
     assert {row[0] for row in rows} == {f"Café {n} ΣΑΣ".lower() for n in range(1500)}
+
+
+def test_external_id_upgrade_keeps_locations_and_their_memberships(migration_app):
+    """A database of the revision before externalId existed: its locations,
+    their tags and layers survive the upgrade, with a null externalId, and
+    the new unique index holds."""
+    with migration_app.app_context():
+        upgrade(revision="1dda07e0f1ae")
+        with db.engine.begin() as connection:
+            for statement in _BEFORE_EXTERNAL_ID:
+                connection.execute(text(statement), {**_IDS, "now": datetime(2026, 11, 21, 9, 30)})
+        upgrade()
+        assert not pending_migrations()
+        with db.engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, external_id FROM locations ORDER BY pk")).all()
+            tags = connection.execute(text("SELECT location_id, tag_id FROM location_tags")).all()
+            layers = connection.execute(text("SELECT location_id, layer_id FROM location_layers")).all()
+        assert [tuple(row) for row in rows] == [("l" * 22, None), ("m" * 22, None)]
+        assert [tuple(row) for row in tags] == [("l" * 22, "t" * 22)]
+        assert [tuple(row) for row in layers] == [("l" * 22, "y" * 22)]
+        with db.engine.begin() as connection:
+            connection.execute(text("UPDATE locations SET external_id = 'A1' WHERE id = :id"), {"id": "l" * 22})
+        with pytest.raises(IntegrityError), db.engine.begin() as connection:
+            connection.execute(
+                text("UPDATE locations SET external_id = 'A1' WHERE id = :id"), {"id": "m" * 22}
+            )
+    assert schema_differences(migration_app) == []
+
+
+_IDS = {name: char * 22 for name, char in (("account", "a"), ("map", "p"), ("tag", "t"),
+                                            ("layer", "y"), ("first", "l"), ("second", "m"))}  # fmt: skip
+_BEFORE_EXTERNAL_ID = [
+    (
+        "INSERT INTO accounts (id, email, plan, created_at)"
+        " VALUES (:account, 'a@example.com', 'pro', :now)"
+    ),
+    (
+        "INSERT INTO maps (id, account_id, title, slug, description, country, city, public,"
+        " allow_cloning, style, created_at, updated_at)"
+        " VALUES (:map, :account, 'T', 't', '', '', '', false, true, 'streets', :now, :now)"
+    ),
+    "INSERT INTO tags (id, map_id, name, created_at, updated_at) VALUES (:tag, :map, 't', :now, :now)",
+    (
+        "INSERT INTO layers (id, map_id, name, color, position, route_enabled,"
+        " route_show_by_default, created_at, updated_at)"
+        " VALUES (:layer, :map, 'L', '#3B82F6', 0, false, false, :now, :now)"
+    ),
+    (
+        "INSERT INTO locations (id, map_id, name, lat, lng, description, address, properties,"
+        " created_at, updated_at) VALUES (:first, :map, 'n', 1, 2, '', '', '{}', :now, :now),"
+        " (:second, :map, 'n', 1, 2, '', '', '{}', :now, :now)"
+    ),
+    "INSERT INTO location_tags (location_id, tag_id, position) VALUES (:first, :tag, 0)",
+    "INSERT INTO location_layers (location_id, layer_id) VALUES (:first, :layer)",
+]

@@ -14,6 +14,7 @@ CONTRACT_OPERATIONS = {
     ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),
     ("POST", "/maps/{mapId}/locations/bulk"),
     ("GET", "/maps/{mapId}/locations.geojson"), ("POST", "/maps/{mapId}/locations/import"),
+    ("POST", "/maps/{mapId}/locations/upsert"), ("POST", "/maps/{mapId}/locations/bulk-delete"),
     ("GET", "/maps/{mapId}/locations/{locId}"), ("PUT", "/maps/{mapId}/locations/{locId}"),
     ("DELETE", "/maps/{mapId}/locations/{locId}"),
     ("PUT", "/maps/{mapId}/locations/{locId}/layers"),
@@ -88,8 +89,11 @@ def test_every_operation_has_a_summary_errors_and_headers(document):
         success = [s for s in responses if s.startswith("2")]
         if path.endswith("/ping"):
             assert success == ["202"]
+        elif path.endswith("/import"):  # 200 with upsert=true
+            assert success == ["201", "200"]
         else:
-            assert success == (["201"] if method == "POST" else ["200"]), (method, path)
+            creates = method == "POST" and not path.endswith(("/upsert", "/bulk-delete"))
+            assert success == (["201"] if creates else ["200"]), (method, path)
 
 
 def test_conflicts_are_documented_where_they_happen(document):
@@ -100,6 +104,10 @@ def test_conflicts_are_documented_where_they_happen(document):
         or d["responses"].get("409", {}).get("description", "").endswith("CONFLICT.")
     }
     assert conflicting == {
+        ("POST", "/maps/{mapId}/locations"),
+        ("POST", "/maps/{mapId}/locations/bulk"),
+        ("POST", "/maps/{mapId}/locations/import"),
+        ("PUT", "/maps/{mapId}/locations/{locId}"),
         ("POST", "/maps/{mapId}/tags"),
         ("PUT", "/maps/{mapId}/tags/{tagId}"),
         ("POST", "/keys"),
@@ -159,8 +167,8 @@ def test_safe_retries_and_conditional_requests_are_described(document):
             assert "IdempotencyKey" in named, path
             assert {"409", "422"} <= set(responses), path
             assert "IDEMPOTENCY_KEY_IN_USE" in responses["409"]["description"]
-            success = next(status for status in responses if status.startswith("2"))
-            assert "Idempotent-Replayed" in responses[success]["headers"], path
+            for success in (status for status in responses if status.startswith("2")):
+                assert "Idempotent-Replayed" in responses[success]["headers"], path
         else:
             assert "IdempotencyKey" not in named and "422" not in responses, (method, path)
     location = "/maps/{mapId}/locations/{locId}"
@@ -173,3 +181,29 @@ def test_safe_retries_and_conditional_requests_are_described(document):
     assert "304" not in document["paths"]["/maps"]["get"]["responses"]
     assert "ETag" not in document["paths"]["/maps/{mapId}/locations/bulk"]["post"]["responses"]["201"]["headers"]
     assert "ETag" in document["paths"]["/maps"]["post"]["responses"]["201"]["headers"]
+
+
+def test_sync_operations_and_fields_are_described(document):
+    schemas = document["components"]["schemas"]
+    for name in ("LocationInput", "UpsertItem"):
+        assert {"externalId", "layerIds"} <= set(schemas[name]["properties"]), name
+    external_id = schemas["LocationInput"]["properties"]["externalId"]
+    assert (external_id["minLength"], external_id["maxLength"]) == (1, 200)
+    assert external_id["type"] == ["string", "null"]
+    assert schemas["UpsertItem"]["properties"]["externalId"]["type"] == "string"
+    # name, lat and lng are required only to create: an update may leave them out.
+    assert schemas["UpsertItem"]["required"] == ["externalId"]
+    assert schemas["Location"]["properties"]["externalId"]["type"] == ["string", "null"]
+    assert "layerIds" not in schemas["Location"]["properties"]
+    assert set(schemas["UpsertResult"]["required"]) == {"locations", "created", "updated", "unchanged"}
+    assert set(schemas["BulkDeleteInput"]["properties"]) == {"ids", "externalIds"}
+    assert set(schemas["BulkDeleteResult"]["required"]) == {"deleted", "count"}
+    upsert = document["paths"]["/maps/{mapId}/locations/upsert"]["post"]
+    assert upsert["operationId"] == "locations_upsert_locations"
+    assert set(upsert["responses"]) >= {"200", "400", "404", "429"}
+    bulk_delete = document["paths"]["/maps/{mapId}/locations/bulk-delete"]["post"]
+    assert bulk_delete["operationId"] == "locations_bulk_delete_locations"
+    listing = document["paths"]["/maps/{mapId}/locations"]["get"]
+    (filter_,) = [p for p in listing["parameters"] if p["name"] == "externalId"]
+    assert filter_["in"] == "query" and filter_["schema"]["type"] == "array"
+    assert filter_["schema"]["maxItems"] == 100

@@ -651,20 +651,63 @@ class ExpiresAtField(Field):
         )
 
 
+class ExternalIdField(TextField):
+    """``externalId``: 1..200 characters after trimming, unique on the map.
+
+    Valid values are drawn unique (a random core), so that the bodies of one
+    example never clash with each other; null where the field allows it."""
+
+    def __init__(self, required=False):
+        super().__init__(1, 200, required=required)
+        self.nullable = not required
+
+    def valid(self, ctx):
+        unique = st.tuples(PADDING, st.uuids().map(str), texts(0, 20), PADDING).map(
+            lambda parts: parts[0] + parts[1] + parts[2].strip() + parts[3]
+        )
+        return unique | st.none() if self.nullable else unique
+
+    def stored(self, value):
+        return None if value is None else value.strip()
+
+    def wrong(self, ctx):
+        return st.one_of(
+            not_strings(nullable=self.nullable),
+            st.just("x" * 201),
+            PADDING,
+            with_inserted(texts(1, 20), st.just("\x00")),
+            with_inserted(texts(1, 20), SURROGATES),
+        )
+
+
+def distinct_external_ids(items: list[dict]) -> list[dict]:
+    """Items whose externalIds are distinct after trimming (a repeat is dropped)."""
+    seen, kept = set(), []
+    for item in items:
+        external_id = item.get("externalId")
+        key = external_id.strip() if isinstance(external_id, str) else None
+        if key is None or key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
+
+
 class BulkItemsField(Field):
     """The bulk envelope's ``locations``: 1..100 location bodies."""
 
     required = True
+    #: What each item is, as a single write of it.
+    item_fields = None  # LOCATION_FIELDS, set below (defined after this class)
 
     def valid(self, ctx):
         return st.lists(
-            body_strategy(LOCATION_FIELDS, LOCATION_READ_ONLY, ctx, partial=False),
+            body_strategy(self.item_fields, LOCATION_READ_ONLY, ctx, partial=False),
             min_size=1,
             max_size=4,
-        )
+        ).map(distinct_external_ids)
 
     def wrong(self, ctx):
-        item = {"name": "x", "lat": 0, "lng": 0}
+        item = {"name": "x", "lat": 0, "lng": 0, "externalId": "x"}
         return st.one_of(
             st.just([]),
             st.just([item] * 101),
@@ -709,6 +752,8 @@ LOCATION_FIELDS = {
     "categoryId": CategoryRefField(),
     "tagIds": IdListField("tags"),
     "properties": PropertiesField(),
+    "externalId": ExternalIdField(),
+    "layerIds": IdListField("layers"),  # input only: shown as ``layers``
 }
 LOCATION_DEFAULTS = {
     "description": "",
@@ -716,7 +761,31 @@ LOCATION_DEFAULTS = {
     "categoryId": None,
     "tagIds": [],
     "properties": {},
+    "externalId": None,
 }
+BulkItemsField.item_fields = LOCATION_FIELDS
+#: An upsert item: a location with an externalId it must have.
+UPSERT_ITEM_FIELDS = {**LOCATION_FIELDS, "externalId": ExternalIdField(required=True)}
+
+
+class UpsertItemsField(BulkItemsField):
+    """The upsert envelope's ``locations``: 1..100 items with an externalId."""
+
+    item_fields = UPSERT_ITEM_FIELDS
+
+
+class LayerIdsShown(Field):
+    """A location's ``layers`` compared by their ids, in order."""
+
+    def same(self, got, expected) -> bool:
+        def ids(layers):
+            return [layer["id"] if isinstance(layer, dict) else layer for layer in layers]
+
+        return ids(got) == ids(expected)
+
+
+#: What a location shows, for comparing it with what was written.
+LOCATION_SHOWN = {**LOCATION_FIELDS, "layers": LayerIdsShown()}
 LOCATION_READ_ONLY = ("id", "mapId", "createdAt", "updatedAt", "layers")
 
 CHILD_READ_ONLY = ("id", "mapId", "createdAt", "updatedAt")
@@ -747,6 +816,28 @@ KEY_READ_ONLY = ("id", "status", "prefix", "createdAt", "lastUsedAt")
 
 MEMBERSHIP_FIELDS = {"layerIds": IdListField("layers", required=True)}
 BULK_FIELDS = {"locations": BulkItemsField()}
+UPSERT_FIELDS = {"locations": UpsertItemsField()}
+
+
+class NamesField(Field):
+    """A bulk delete's ``externalIds``: 1..100 strings, each 1..200 after trimming."""
+
+    required = True
+
+    def valid(self, ctx):
+        return st.lists(ExternalIdField(required=True).valid(ctx), min_size=1, max_size=5)
+
+    def wrong(self, ctx):
+        return st.one_of(
+            st.just([]),
+            st.just(["x"] * 101),
+            st.none() | st.integers() | st.booleans() | st.text(max_size=5),
+            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+            st.lists(ExternalIdField(required=True).wrong(ctx), min_size=1, max_size=1),
+        )
+
+
+BULK_DELETE_FIELDS = {"externalIds": NamesField()}
 
 #: Every read-only name of docs/api.md, and the Python names behind camelCase ones:
 #: on a resource that lacks them they are unknown fields.
@@ -800,6 +891,9 @@ class Endpoint:
     fields: dict
     read_only: tuple = ()
     conflicts: bool = False  # CONFLICT is a possible answer
+    creates: bool = True  # a POST that answers 201 (not upsert, not bulk delete)
+    #: Names the body may hold that are not generated (the other of two exclusive lists).
+    also_known: tuple = ()
 
     @property
     def name(self):
@@ -811,15 +905,35 @@ class Endpoint:
 
     @property
     def success(self):
-        return 201 if self.method == "POST" else 200
+        return 201 if self.method == "POST" and self.creates else 200
+
+    @property
+    def items(self) -> BulkItemsField | None:
+        """The field of a many-location body (bulk, upsert), if this is one."""
+        field_ = self.fields.get("locations")
+        return field_ if isinstance(field_, BulkItemsField) else None
 
 
 ENDPOINTS = [
     Endpoint("POST", "/maps", MAP_FIELDS, MAP_READ_ONLY),
     Endpoint("PUT", "/maps/{map}", MAP_FIELDS, MAP_READ_ONLY),
-    Endpoint("POST", "/maps/{map}/locations", LOCATION_FIELDS, LOCATION_READ_ONLY),
-    Endpoint("POST", "/maps/{map}/locations/bulk", BULK_FIELDS),
-    Endpoint("PUT", "/maps/{map}/locations/{location}", LOCATION_FIELDS, LOCATION_READ_ONLY),
+    Endpoint("POST", "/maps/{map}/locations", LOCATION_FIELDS, LOCATION_READ_ONLY, conflicts=True),
+    Endpoint("POST", "/maps/{map}/locations/bulk", BULK_FIELDS, conflicts=True),
+    Endpoint(
+        "PUT",
+        "/maps/{map}/locations/{location}",
+        LOCATION_FIELDS,
+        LOCATION_READ_ONLY,
+        conflicts=True,
+    ),
+    Endpoint("POST", "/maps/{map}/locations/upsert", UPSERT_FIELDS, creates=False),
+    Endpoint(
+        "POST",
+        "/maps/{map}/locations/bulk-delete",
+        BULK_DELETE_FIELDS,
+        creates=False,
+        also_known=("ids",),
+    ),
     Endpoint("PUT", "/maps/{map}/locations/{location}/layers", MEMBERSHIP_FIELDS),
     Endpoint("POST", "/maps/{map}/categories", CATEGORY_FIELDS, CHILD_READ_ONLY),
     Endpoint("PUT", "/maps/{map}/categories/{category}", CATEGORY_FIELDS, CHILD_READ_ONLY),
@@ -1030,9 +1144,9 @@ def test_bytes_that_are_not_a_json_object_are_a_validation_error_without_details
 
 
 def unknown_names(endpoint):
-    known = set(endpoint.fields) | set(endpoint.read_only)
+    known = set(endpoint.fields) | set(endpoint.read_only) | set(endpoint.also_known)
     candidates = st.sampled_from(READ_ONLY_NAMES + PYTHON_NAMES) | st.text(min_size=1, max_size=12)
-    if endpoint.fields in (MEMBERSHIP_FIELDS, BULK_FIELDS):
+    if endpoint.fields in (MEMBERSHIP_FIELDS, BULK_FIELDS, UPSERT_FIELDS, BULK_DELETE_FIELDS):
         # Their bodies are envelopes, not a resource: read-only names are left out.
         candidates = st.sampled_from(PYTHON_NAMES) | st.text(min_size=1, max_size=12)
         known |= set(READ_ONLY_NAMES)
@@ -1077,15 +1191,13 @@ def test_a_valid_body_with_one_wrong_field_is_refused_naming_only_that_field(
         nonlocal tried
         tried += 1
         item = None
-        if endpoint.fields is BULK_FIELDS and data.draw(
-            st.booleans(), label="wrong inside an item"
-        ):
-            items = data.draw(BulkItemsField().valid(world.ctx), label="items")
+        if endpoint.items is not None and data.draw(st.booleans(), label="wrong inside an item"):
+            items = data.draw(endpoint.items.valid(world.ctx), label="items")
             item = data.draw(st.integers(0, len(items) - 1), label="wrong item")
             location_endpoint = ENDPOINTS[2]
             items[item], name = draw_one_wrong(
                 data,
-                LOCATION_FIELDS,
+                endpoint.items.item_fields,
                 LOCATION_READ_ONLY,
                 world.ctx,
                 partial=False,
@@ -1107,7 +1219,10 @@ def test_a_valid_body_with_one_wrong_field_is_refused_naming_only_that_field(
         response = send(api, endpoint.method, world.path(endpoint), encode(body))
         details = assert_validation_error(response, with_details=True)
         if item is None:
-            assert list(details) == [name], details
+            expected = {name}
+            if name not in body and endpoint.also_known:  # neither of two lists: both named
+                expected |= set(endpoint.also_known)
+            assert set(details) == expected, details
         else:
             assert list(details) == ["locations"], details
             assert list(details["locations"]) == [str(item)], details
@@ -1156,6 +1271,8 @@ def nul_values(spec, ctx) -> list:
         return [[spec.ids(ctx)[0] + "\x00"]]
     if isinstance(spec, PropertiesField):
         return [{"k\x00": 1}, {"k": ["\x00"]}]
+    if isinstance(spec, NamesField):
+        return [["a\x00"], ["ok", " \x00 "]]
     return []
 
 
@@ -1175,13 +1292,19 @@ def test_u0000_in_any_string_of_a_body_is_refused_naming_the_field(app, api, end
     """docs/api.md: U+0000 is refused anywhere in a body, whatever the field's type."""
     world = build_world(api)
     ignore = {("api_keys", "last_used_at")}
-    item_fields = LOCATION_FIELDS if endpoint.fields is BULK_FIELDS else endpoint.fields
+    item_fields = endpoint.items.item_fields if endpoint.items else endpoint.fields
     accepted = []
     for name, spec in item_fields.items():
         for value in nul_values(spec, world.ctx):
-            if endpoint.fields is BULK_FIELDS:
+            if endpoint.items is not None:
                 body = {
-                    "locations": [{**MINIMAL_BODIES["POST /maps/{map}/locations"], name: value}]
+                    "locations": [
+                        {
+                            **MINIMAL_BODIES["POST /maps/{map}/locations"],
+                            "externalId": "e",
+                            name: value,
+                        }
+                    ]
                 }
                 path = ["locations", "0", name]
             else:
@@ -1305,25 +1428,31 @@ def fresh_map(api, data, categories=(0, 2), tags=(0, 3), layers=(0, 0)) -> Ctx:
     return ctx
 
 
-def location_shown(body, base):
-    return expected_after(LOCATION_FIELDS, body, base)
+def location_shown(body, base, ctx):
+    """What a location shows after ``body`` is written over ``base``: its
+    ``layerIds`` become its ``layers`` (ids, by the layers' order)."""
+    expected = expected_after(LOCATION_FIELDS, body, base)
+    layer_ids = expected.pop("layerIds", None)
+    if layer_ids is not None:
+        expected["layers"] = [layer for layer in ctx.layers if layer in set(layer_ids)]
+    return expected
 
 
 def round_trip_post_location(api, data, account):
-    ctx = fresh_map(api, data)
+    ctx = fresh_map(api, data, layers=(0, 3))
     body = data.draw(
         body_strategy(LOCATION_FIELDS, LOCATION_READ_ONLY, ctx, partial=False), label="body"
     )
     created = written(api, "POST", f"/maps/{ctx.map}/locations", body, 201, data)
     stored = get_data(api, f"/maps/{ctx.map}/locations/{created['id']}")
     assert stored == created
-    expected = location_shown(body, {**LOCATION_DEFAULTS, "mapId": ctx.map, "layers": []})
-    assert_shows(stored, expected, LOCATION_FIELDS)
+    expected = location_shown(body, {**LOCATION_DEFAULTS, "mapId": ctx.map, "layers": []}, ctx)
+    assert_shows(stored, expected, LOCATION_SHOWN)
     assert_timestamps(stored, created=True)
 
 
 def round_trip_bulk(api, data, account):
-    ctx = fresh_map(api, data)
+    ctx = fresh_map(api, data, layers=(0, 3))
     items = data.draw(BulkItemsField().valid(ctx), label="items")
     answer = written(
         api, "POST", f"/maps/{ctx.map}/locations/bulk", {"locations": items}, 201, data
@@ -1334,23 +1463,84 @@ def round_trip_bulk(api, data, account):
     for item, created in zip(items, answer["created"], strict=True):
         stored = get_data(api, f"/maps/{ctx.map}/locations/{created['id']}")
         assert stored == created
-        expected = location_shown(item, {**LOCATION_DEFAULTS, "mapId": ctx.map, "layers": []})
-        assert_shows(stored, expected, LOCATION_FIELDS)
+        expected = location_shown(item, {**LOCATION_DEFAULTS, "mapId": ctx.map, "layers": []}, ctx)
+        assert_shows(stored, expected, LOCATION_SHOWN)
         assert_timestamps(stored, created=True)
     listed = get_data(api, f"/maps/{ctx.map}/locations?pageSize=100")["locations"]
     assert [loc["id"] for loc in listed] == [loc["id"] for loc in answer["created"]]
 
 
+def round_trip_upsert(api, data, account):
+    """New items create as the bulk does; then a change of some of them
+    updates those as PUT does, and leaves the others as they were."""
+    ctx = fresh_map(api, data, layers=(0, 3))
+    path = f"/maps/{ctx.map}/locations/upsert"
+    items = data.draw(UpsertItemsField().valid(ctx), label="items")
+    answer = written(api, "POST", path, {"locations": items}, 200, data)
+    assert set(answer) == {"locations", "created", "updated", "unchanged"}
+    assert (answer["created"], answer["updated"], answer["unchanged"]) == (len(items), 0, 0)
+    for item, created in zip(items, answer["locations"], strict=True):
+        assert get_data(api, f"/maps/{ctx.map}/locations/{created['id']}") == created
+        base = {**LOCATION_DEFAULTS, "mapId": ctx.map, "layers": []}
+        assert_shows(created, location_shown(item, base, ctx), LOCATION_SHOWN)
+        assert_timestamps(created, created=True)
+    before = answer["locations"]
+    changes = [
+        {
+            **data.draw(
+                body_strategy(LOCATION_FIELDS, LOCATION_READ_ONLY, ctx, partial=True),
+                label="change",
+            ),
+            "externalId": item["externalId"],
+        }
+        for item in items
+    ]
+    answer = written(api, "POST", path, {"locations": changes}, 200, data)
+    assert answer["created"] == 0 and answer["updated"] + answer["unchanged"] == len(items)
+    listed = get_data(api, f"/maps/{ctx.map}/locations?pageSize=100")["locations"]
+    assert listed == answer["locations"]
+    updated = 0
+    for change, old, new in zip(changes, before, answer["locations"], strict=True):
+        assert new["id"] == old["id"] and new["createdAt"] == old["createdAt"]
+        assert_shows(new, location_shown(change, old, ctx), LOCATION_SHOWN)
+        assert_unchanged_means_same_updated_at(old, new, LOCATION_SHOWN)
+        updated += new["updatedAt"] != old["updatedAt"]
+    assert answer["updated"] == updated
+
+
+def round_trip_bulk_delete(api, data, account):
+    """The named locations go, in the order first named, once each; names
+    that match nothing are skipped; the others stay as they were."""
+    ctx = fresh_map(api, data, categories=(0, 0), tags=(0, 0))
+    count = data.draw(st.integers(1, 6), label="locations")
+    items = [{"name": f"n{i}", "lat": 0, "lng": 0, "externalId": f"e{i}"} for i in range(count)]
+    path = f"/maps/{ctx.map}/locations"
+    created = written(api, "POST", path + "/bulk", {"locations": items}, 201, data)["created"]
+    names = data.draw(
+        st.lists(
+            st.sampled_from([f"e{i}" for i in range(count)] + ["unknown", "E0"]).flatmap(
+                lambda name: st.tuples(PADDING, st.just(name), PADDING).map("".join)
+            ),
+            min_size=1,
+            max_size=8,
+        ),
+        label="externalIds",
+    )
+    answer = written(api, "POST", path + "/bulk-delete", {"externalIds": names}, 200, data)
+    by_name = {location["externalId"]: location["id"] for location in created}
+    expected = [by_name[n] for n in dict.fromkeys(name.strip() for name in names) if n in by_name]
+    assert answer == {"deleted": expected, "count": len(expected)}
+    listed = get_data(api, path + "?pageSize=100")["locations"]
+    assert listed == [location for location in created if location["id"] not in expected]
+
+
 def round_trip_put_location(api, data, account):
-    ctx = fresh_map(api, data, layers=(0, 2))
+    ctx = fresh_map(api, data, layers=(0, 3))
     initial = data.draw(
         body_strategy(LOCATION_FIELDS, (), ctx, partial=False), label="created with"
     )
     location = written(api, "POST", f"/maps/{ctx.map}/locations", initial, 201, data)
     path = f"/maps/{ctx.map}/locations/{location['id']}"
-    if ctx.layers:
-        response = api.put(path + "/layers", json={"layerIds": ctx.layers})
-        assert response.status_code == 200, response.get_json()
     before = get_data(api, path)
     change = data.draw(
         body_strategy(LOCATION_FIELDS, LOCATION_READ_ONLY, ctx, partial=True), label="body"
@@ -1358,9 +1548,10 @@ def round_trip_put_location(api, data, account):
     updated = written(api, "PUT", path, change, 200, data)
     stored = get_data(api, path)
     assert stored == updated
-    assert_shows(stored, location_shown(change, before), LOCATION_FIELDS)
-    assert stored["layers"] == before["layers"]  # read-only: memberships are their own endpoint
-    assert_unchanged_means_same_updated_at(before, stored, LOCATION_FIELDS)
+    assert_shows(stored, location_shown(change, before, ctx), LOCATION_SHOWN)
+    if "layerIds" not in change:  # left out, the layers stay
+        assert stored["layers"] == before["layers"]
+    assert_unchanged_means_same_updated_at(before, stored, LOCATION_SHOWN)
 
 
 def round_trip_membership(api, data, account):
@@ -1492,6 +1683,8 @@ ROUND_TRIPS = {
     "POST /maps/{map}/locations": round_trip_post_location,
     "POST /maps/{map}/locations/bulk": round_trip_bulk,
     "PUT /maps/{map}/locations/{location}": round_trip_put_location,
+    "POST /maps/{map}/locations/upsert": round_trip_upsert,
+    "POST /maps/{map}/locations/bulk-delete": round_trip_bulk_delete,
     "PUT /maps/{map}/locations/{location}/layers": round_trip_membership,
     "POST /maps/{map}/categories": round_trip_post_child(
         "categories", CATEGORY_FIELDS, CATEGORY_DEFAULTS

@@ -209,3 +209,58 @@ def test_the_benchmarked_requests_cost_what_the_benchmark_reports(api, statement
     if backends.on_postgres():
         expected = {name: max(0, n - SQLITE_BEGINS.get(name, 1)) for name, n in expected.items()}
     assert costs == expected
+
+
+def _upsert_costs(api, statements, how_many) -> dict[str, int]:
+    """Statements of an upsert of ``how_many`` items that all create, then
+    all change (fields, tags and layers), then all change nothing."""
+    map_id = make_map(api)["id"]
+    tags = [make_tag(api, map_id, name=f"t{i}")["id"] for i in range(3)]
+    layers = [make_layer(api, map_id, name=f"l{i}")["id"] for i in range(2)]
+    category = make_category(api, map_id)["id"]
+
+    def items(name, tag_ids, layer_ids):
+        return [
+            {"externalId": f"e{i}", "name": f"{name} {i}", "lat": 1.0, "lng": 2.0,
+             "tagIds": tag_ids, "layerIds": layer_ids, "categoryId": category}
+            for i in range(how_many)
+        ]  # fmt: skip
+
+    path = f"/maps/{map_id}/locations/upsert"
+    costs = {}
+    for scenario, body, counts in (
+        ("new", items("spot", tags, layers[:1]), (how_many, 0, 0)),
+        ("changed", items("moved", tags[::-1], layers[1:]), (0, how_many, 0)),
+        ("unchanged", items("moved", tags[::-1], layers[1:]), (0, 0, how_many)),
+    ):
+        costs[scenario], answer = count_statements(api, statements, "POST", path, json={"locations": body})
+        assert (answer["created"], answer["updated"], answer["unchanged"]) == counts
+        assert [loc["name"] for loc in answer["locations"]] == [item["name"] for item in body]
+        assert all(loc["tagIds"] == body[0]["tagIds"] for loc in answer["locations"])
+    return costs
+
+
+def test_upsert_of_a_hundred_costs_what_one_costs(api, statements):
+    one, hundred = _upsert_costs(api, statements, 1), _upsert_costs(api, statements, 100)
+    print(f"POST upsert: {one} statements for 1, {hundred} for 100")
+    assert hundred == one
+    # BEGIN, key, (SQLite: BEGIN IMMEDIATE), map, categories, tags, layers,
+    # current locations, the writes (at most 5 kinds), the locations read
+    # back (2), the events (one INSERT for all).
+    assert max(hundred.values()) <= 17
+    assert hundred["unchanged"] <= 10  # nothing written (SQLite: a second BEGIN, the write's)
+
+
+def test_bulk_delete_of_a_hundred_costs_what_one_costs(api, statements):
+    costs = {}
+    for how_many in (1, 100):
+        map_id = make_map(api)["id"]
+        items = [{"name": f"s{i}", "lat": 0, "lng": 0, "externalId": f"e{i}"} for i in range(how_many)]
+        api.created(f"/maps/{map_id}/locations/bulk", {"locations": items})
+        body = {"externalIds": [item["externalId"] for item in items]}
+        path = f"/maps/{map_id}/locations/bulk-delete"
+        costs[how_many], answer = count_statements(api, statements, "POST", path, json=body)
+        assert answer["count"] == how_many
+    print(f"POST bulk-delete: {costs[1]} statements for 1, {costs[100]} for 100")
+    # BEGIN, key, (SQLite: BEGIN IMMEDIATE), map, the ids, the DELETE, the events
+    assert costs[100] == costs[1] <= 7

@@ -337,6 +337,37 @@ def test_refused_bulks_still_use_the_bulk_bucket(app, client, api, map_id, targe
     assert_limited(api.post(f"/maps/{map_id}/locations/bulk", json=bulk_body()))
 
 
+@pytest.mark.parametrize(
+    "first, second",
+    [("bulk", "upsert"), ("upsert", "bulk-delete"), ("bulk-delete", "bulk"), ("upsert", "upsert")],
+)
+def test_upsert_and_bulk_delete_share_the_bulk_bucket(api, map_id, first, second):
+    bodies = {
+        "bulk": (bulk_body(), 201),
+        "upsert": ({"locations": [{"externalId": "e", "name": "n", "lat": 1, "lng": 2}]}, 200),
+        "bulk-delete": ({"externalIds": ["e"]}, 200),
+    }
+    for expected_remaining, kind in zip((BULK - 1, BULK - 2), (first, second), strict=True):
+        body, status = bodies[kind]
+        response = api.post(f"/maps/{map_id}/locations/{kind}", json=body)
+        assert_ok(response, status)
+        assert limits(response)[:2] == (BULK, expected_remaining)
+    for kind, (body, _status) in bodies.items():
+        assert_limited(api.post(f"/maps/{map_id}/locations/{kind}", json=body))
+    # A refused upsert or bulk delete used nothing of the general bucket.
+    assert limits(api.get("/maps"))[:2] == (GENERAL, GENERAL - BULK - 1)
+
+
+@pytest.mark.parametrize("kind", ["upsert", "bulk-delete"])
+def test_refused_upserts_and_bulk_deletes_still_use_the_bulk_bucket(api, map_id, kind):
+    response = api.post(f"/maps/{map_id}/locations/{kind}", json={})
+    assert response.status_code == 400
+    assert limits(response)[:2] == (BULK, BULK - 1)
+    response = api.post(f"/maps/unknown/locations/{kind}", json={})
+    assert response.status_code == 404
+    assert_limited(api.post(f"/maps/{map_id}/locations/{kind}", json={}))
+
+
 def test_bulk_is_refused_by_general_before_its_own_bucket(read_only, map_id):
     for _ in range(GENERAL):
         read_only.get("/maps")

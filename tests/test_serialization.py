@@ -11,7 +11,16 @@ from mapapi.contract.schemas import LocationSchema
 from mapapi.extensions import db
 from mapapi.services.location_reads import location_page, read_location
 from mapapi.services.locations import LOCATION_LOADS
-from mapapi.storage.models import ApiKey, Category, Layer, Location, Map, Tag, Webhook, WebhookDelivery
+from mapapi.storage.models import (
+    ApiKey,
+    Category,
+    Layer,
+    Location,
+    Map,
+    Tag,
+    Webhook,
+    WebhookDelivery,
+)
 from mapapi.timeutil import utcnow
 
 from .factories import make_category, make_layer, make_location, make_map, make_tag
@@ -80,6 +89,8 @@ def samples():
     yield "CreatedKeySchema", keys[0]
     yield "BulkResultSchema", {"created": locations, "count": len(locations)}
     yield "DeletedSchema", {"id": "x", "deleted": True}
+    yield "UpsertResultSchema", {"locations": locations, "created": 1, "updated": 0, "unchanged": 2}
+    yield "BulkDeleteResultSchema", {"deleted": ["x", "y"], "count": 2}
     webhooks = db.session.scalars(select(Webhook)).all()
     yield from (("WebhookSchema", webhook) for webhook in webhooks)
     yield "CreatedWebhookSchema", webhooks[0]
@@ -103,6 +114,7 @@ def samples():
                     "tag_ids": loc.tag_ids,
                     "layer_ids": [layer.id for layer in loc.layers],
                     "properties": loc.properties,
+                    "external_id": loc.external_id,
                     "created_at": loc.created_at,
                     "updated_at": loc.updated_at,
                 },

@@ -40,7 +40,7 @@ def properties_text(response) -> str:
     """The ``properties`` of a location response, as the bytes sent."""
     raw = response.get_data(as_text=True)
     start = raw.index('"properties":') + len('"properties":')
-    end = raw.index(',"tagIds":', start)
+    end = raw.index(',"externalId":', start)
     return raw[start:end]
 
 

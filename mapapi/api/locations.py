@@ -1,5 +1,6 @@
 """Locations of a map: lists, single and bulk creation, updates, layer
-memberships, and GeoJSON out and in."""
+memberships, GeoJSON out and in, and keeping a map in step with another
+system (upsert, bulk delete)."""
 
 from flask import Blueprint, current_app, stream_with_context
 from marshmallow import ValidationError
@@ -17,6 +18,8 @@ from ..contract.location_query import LocationFilterSchema, LocationListQuerySch
 from ..contract.openapi import operation
 from ..contract.pagination import list_schema
 from ..contract.schemas import (
+    BulkDeleteInputSchema,
+    BulkDeleteResultSchema,
     BulkEnvelopeSchema,
     BulkInputSchema,
     BulkResultSchema,
@@ -24,24 +27,37 @@ from ..contract.schemas import (
     LayerMembershipInputSchema,
     LocationInputSchema,
     LocationSchema,
+    NewUpsertItemSchema,
+    UpsertInputSchema,
+    UpsertItemSchema,
+    UpsertResultSchema,
 )
 from ..extensions import db
-from ..http.errors import not_found, settled, stringify_keys, validation_error
-from ..http.payload import load_body, load_query, respond, respond_dumped
-from ..services.geojson import export_features, import_locations, layer_errors
+from ..http.errors import not_found, settled, stringify_keys
+from ..http.payload import (
+    load_body,
+    load_items,
+    load_query,
+    raise_item_errors,
+    respond,
+    respond_dumped,
+)
+from ..services.geojson import export_features
 from ..services.location_filters import selection
 from ..services.location_reads import location_page, read_location
 from ..services.locations import (
     LOCATION_LOADS,
+    References,
     apply_location_update,
     check_references,
     create_locations,
     location_layer_ids,
-    reference_errors,
     remove_location,
+    repeated_external_ids,
     replace_layers,
 )
 from ..services.ownership import map_child, owned_map, read_map
+from ..services.sync import UpsertItem, UpsertPlan, delete_locations
 from ..storage.models import Location, could_be_id
 
 bp = Blueprint("locations", __name__)
@@ -49,6 +65,9 @@ bp = Blueprint("locations", __name__)
 _load_item = compile_loader(LocationInputSchema())
 _bulk_envelope = BulkEnvelopeSchema()
 _import_envelope = ImportEnvelopeSchema()
+_load_upsert_new = compile_loader(NewUpsertItemSchema())
+_load_upsert_given = compile_loader(UpsertItemSchema())
+_UPSERT_KEYS = {name: f.data_key or name for name, f in UpsertItemSchema().load_fields.items()}
 
 
 @bp.get("/maps/<map_id>/locations")
@@ -66,19 +85,19 @@ def list_locations(map_id):
 
 
 @bp.post("/maps/<map_id>/locations")
-@operation(body=LocationInputSchema, response=LocationSchema, status=201)
+@operation(body=LocationInputSchema, response=LocationSchema, status=201, conflict=True)
 def create_location(map_id):
-    """Create a location."""
+    """Create a location (an externalId another location of the map has is a conflict)."""
     map_ = owned_map(map_id)
     data = load_body()
-    check_references(map_, data)
-    (location,) = create_locations(map_, [data])
+    references = check_references(map_, data)
+    (location,) = create_locations(map_, [data], references)
     db.session.commit()
     return respond(location)
 
 
 @bp.post("/maps/<map_id>/locations/bulk")
-@operation(body=BulkInputSchema, response=BulkResultSchema, status=201)
+@operation(body=BulkInputSchema, response=BulkResultSchema, status=201, conflict=True)
 def bulk_create_locations(map_id):
     """Create 1 to 100 locations at once: all of them or none.
 
@@ -92,29 +111,94 @@ def bulk_create_locations(map_id):
     read_items = settled(_read_items)
     map_ = owned_map(map_id)
     loaded, errors = read_items()
+    items = list(loaded.values())
+    references = References(map_, items)
     indexes = list(loaded)
-    for position, item_errors in reference_errors(map_, list(loaded.values())).items():
+    for position, item_errors in references.errors(items).items():
         errors[indexes[position]] = item_errors
-    if errors:
-        details = {str(index): errors[index] for index in sorted(errors)}
-        raise validation_error(
-            "Some locations are invalid; none was created.", {"locations": details}
-        )
-    created = create_locations(map_, list(loaded.values()))
+    for index, item_errors in repeated_external_ids(loaded).items():
+        errors.setdefault(index, {}).update(item_errors)
+    raise_item_errors(errors, "Some locations are invalid; none was created.")
+    created = create_locations(map_, items, references)
     db.session.commit()
     return respond({"created": created, "count": len(created)})
 
 
 def _read_items() -> tuple[dict[int, dict], dict[int, dict]]:
     """The bulk's valid items loaded, and the field errors of the others, by index."""
-    items = load_body(schema=_bulk_envelope)["locations"]
-    loaded, errors = {}, {}
-    for index, item in enumerate(items):
-        try:
-            loaded[index] = _load_item(item)
-        except ValidationError as error:
-            errors[index] = stringify_keys(error.normalized_messages())
-    return loaded, errors
+    return load_items(load_body(schema=_bulk_envelope)["locations"], _load_item)
+
+
+@bp.post("/maps/<map_id>/locations/upsert")
+@operation(body=UpsertInputSchema, response=UpsertResultSchema)
+def upsert_locations(map_id):
+    """Create or update 1 to 100 locations by externalId: all of them or none.
+
+    An item whose externalId a location of the map has updates it as PUT
+    does; any other creates a location as the bulk does. An item that
+    changes nothing keeps its updatedAt and counts as unchanged.
+    """
+    read_items = settled(_read_upsert_items)  # before the map's lock, as the bulk does
+    map_ = owned_map(map_id)
+    items, errors = read_items()
+    plan = UpsertPlan(map_, items)
+    for index, item_errors in plan.errors.items():
+        errors.setdefault(index, {}).update(item_errors)
+    raise_item_errors(errors, "Some locations are invalid; nothing was written.")
+    return respond_dumped(_upserted(plan))
+
+
+def _upserted(plan: UpsertPlan) -> dict:
+    """Write ``plan`` and commit: the upsert's answer."""
+    outcome = plan.apply()
+    db.session.commit()
+    return {
+        "locations": outcome.locations,
+        "created": outcome.created,
+        "updated": outcome.updated,
+        "unchanged": outcome.unchanged,
+    }
+
+
+def _read_upsert_items() -> tuple[dict[int, UpsertItem], dict[int, dict]]:
+    return load_items(load_body(schema=_bulk_envelope)["locations"], _read_upsert_item)
+
+
+def _read_upsert_item(raw) -> UpsertItem:
+    """An upsert item read as create reads it and, for an update, as PUT does:
+    only the fields it gives.
+
+    Read as a create first, so that a valid item is read once. One that
+    cannot create (no name, say) may still update; its errors count only if
+    its externalId turns out to be new.
+    """
+    try:
+        new = _load_upsert_new(raw)
+    except ValidationError as error:
+        given = _load_upsert_given(raw)  # its errors name the fields at fault
+        return UpsertItem(_given(given, raw), None, stringify_keys(error.normalized_messages()))
+    return UpsertItem(_given(new, raw), new)
+
+
+def _given(loaded: dict, raw: dict) -> dict:
+    """The fields of ``loaded`` that ``raw`` gives: no defaults."""
+    return {name: value for name, value in loaded.items() if _UPSERT_KEYS[name] in raw}
+
+
+@bp.post("/maps/<map_id>/locations/bulk-delete")
+@operation(body=BulkDeleteInputSchema, response=BulkDeleteResultSchema)
+def bulk_delete_locations(map_id):
+    """Delete 1 to 100 locations at once, by id or by externalId.
+
+    Names that match no location of the map are skipped; the answer lists
+    the ids deleted, in the order first given.
+    """
+    map_ = owned_map(map_id)
+    body = load_body()
+    by = "ids" if "ids" in body else "external_ids"
+    deleted = delete_locations(map_, by, body[by])
+    db.session.commit()
+    return respond({"deleted": deleted, "count": len(deleted)})
 
 
 @bp.get("/maps/<map_id>/locations.geojson")
@@ -140,6 +224,8 @@ def export_geojson(map_id):
     body_media_types=(GEOJSON, "application/json"),
     response=BulkResultSchema,
     status=201,
+    conflict=True,
+    other_success=(200, UpsertResultSchema, "With upsert=true: as POST .../locations/upsert answers."),
 )
 def import_geojson(map_id):
     """Create 1 to 100 locations from a GeoJSON FeatureCollection: all of them or none.
@@ -147,41 +233,67 @@ def import_geojson(map_id):
     Each Feature is a Point `[lng, lat]` whose properties are read as the
     export writes them; any other property joins the location's
     `properties`. `nameProperty` names the property read as the name. The
-    details of an error name every bad Feature by its index.
+    details of an error name every bad Feature by its index. With
+    `upsert=true`, the Features are upserted by their `externalId` (each
+    needs one): a Feature naming a location of the map updates it as PUT
+    does, the others create; the answer is the upsert's.
     """
     # Read before the map's lock is taken, as the bulk create does.
     read_features = settled(_read_features)
     map_ = owned_map(map_id)
     loaded, errors = read_features()
+    if load_query()["upsert"]:
+        return _upsert_features(map_, loaded, errors)
     indexes, items = list(loaded), list(loaded.values())
-    for found in (reference_errors(map_, items), layer_errors(map_, items)):
-        for position, item_errors in found.items():
-            errors.setdefault(indexes[position], {}).setdefault("properties", {}).update(
-                item_errors
-            )
-    if errors:
-        details = {str(index): errors[index] for index in sorted(errors)}
-        raise validation_error(
-            "Some Features are invalid; none was created.", {"features": details}
-        )
-    created = import_locations(map_, items)
+    references = References(map_, items)
+    found = dict(repeated_external_ids(loaded))
+    for position, item_errors in references.errors(items).items():
+        found.setdefault(indexes[position], {}).update(item_errors)
+    for index, item_errors in found.items():
+        errors.setdefault(index, {}).setdefault("properties", {}).update(item_errors)
+    raise_item_errors(errors, "Some Features are invalid; none was created.", "features")
+    created = create_locations(map_, items, references)
     db.session.commit()
     return respond({"created": created, "count": len(created)})
 
 
-def _read_features() -> tuple[dict[int, dict], dict[int, dict]]:
-    """The import's valid Features read as location inputs, and the errors
-    of the others, by index."""
-    name_property = load_query()["name_property"]
+def _read_features() -> tuple[dict[int, dict | UpsertItem], dict[int, dict]]:
+    """The import's valid Features read as location inputs (as upsert items
+    with ``upsert=true``), and the errors of the others, by index."""
+    query = load_query()
+    name_property = query["name_property"]
+    read = _read_upsert_feature if query["upsert"] else read_feature
     features = load_body(schema=_import_envelope)["features"]
     loaded, errors = {}, {}
     for index, feature in enumerate(features):
-        item, item_errors = read_feature(feature, name_property)
+        item, item_errors = read(feature, name_property)
         if item_errors:
             errors[index] = item_errors
         else:
             loaded[index] = item
     return loaded, errors
+
+
+def _read_upsert_feature(feature, name_property: str) -> tuple[UpsertItem | None, dict]:
+    """A Feature read as an upsert item: the fields it gives (as PUT reads
+    them) and, if it can create a location, the location it would create;
+    its errors as a create count only if its externalId turns out new."""
+    given, errors = read_feature(feature, name_property, partial=True)
+    if errors:
+        return None, errors
+    if given.get("external_id") is None:
+        return None, {"properties": {"externalId": ["Required with upsert=true."]}}
+    new, new_errors = read_feature(feature, name_property)
+    return UpsertItem(given, new, new_errors or None), {}
+
+
+def _upsert_features(map_, items: dict[int, UpsertItem], errors: dict[int, dict]):
+    """``import?upsert=true``: the Features upserted as the upsert does."""
+    plan = UpsertPlan(map_, items, nest="properties")
+    for index, item_errors in plan.errors.items():
+        errors.setdefault(index, {}).update(item_errors)
+    raise_item_errors(errors, "Some Features are invalid; nothing was written.", "features")
+    return respond_dumped(_upserted(plan), status=200)
 
 
 @bp.get("/maps/<map_id>/locations/<location_id>")
@@ -196,14 +308,14 @@ def get_location(map_id, location_id):
 
 
 @bp.put("/maps/<map_id>/locations/<location_id>")
-@operation(body=LocationInputSchema(partial=True), response=LocationSchema)
+@operation(body=LocationInputSchema(partial=True), response=LocationSchema, conflict=True)
 def update_location(map_id, location_id):
     """Update a location (fields left out keep their value)."""
     map_ = owned_map(map_id)
     location = map_child(Location, map_, location_id, *LOCATION_LOADS)
     data = load_body()
-    check_references(map_, data)
-    apply_location_update(location, data)
+    references = check_references(map_, data)
+    apply_location_update(location, data, references)
     db.session.commit()
     return respond(location)
 

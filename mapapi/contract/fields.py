@@ -113,8 +113,10 @@ def in_the_future(value) -> None:
 class IdList(fields.List):
     """Up to 100 ids as sent; duplicates collapse, first occurrence wins."""
 
-    def __init__(self, **kwargs):
-        super().__init__(fields.String(), metadata={"maxItems": IDS_MAX}, **kwargs)
+    def __init__(self, metadata=None, **kwargs):
+        super().__init__(
+            fields.String(), metadata={"maxItems": IDS_MAX, **(metadata or {})}, **kwargs
+        )
 
     def _deserialize(self, value, attr, data, **kwargs):
         if type(value) is list and all(type(item) is str for item in value):
@@ -195,6 +197,41 @@ class QueryInteger(fields.Integer):
             return int(value)
         except ValueError:  # more digits than Python converts
             raise self.make_error("too_large") from None
+
+
+class QueryTexts(fields.List):
+    """A query parameter given one or more times (``?a=1&a=2``), each value
+    trimmed and 1..``max_length`` characters, at most ``max_count`` values.
+
+    Its errors are one flat list of sentences under the parameter's name,
+    as for any other query field.
+    """
+
+    def __init__(self, *, max_length: int, max_count: int, **kwargs):
+        super().__init__(
+            fields.String(validate=validate.Length(1, max_length)),
+            metadata={"maxItems": max_count, **kwargs.pop("metadata", {})},
+            **kwargs,
+        )
+        self.max_length = max_length
+        self.max_count = max_count
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        values = value if isinstance(value, list) else [value]
+        if len(values) > self.max_count:
+            raise ValidationError(f"At most {self.max_count} values.")
+        texts = []
+        for text in values:
+            if not isinstance(text, str):
+                raise ValidationError("Not a valid string.")
+            text = text.strip()
+            check_text(text)
+            if not 1 <= len(text) <= self.max_length:
+                raise ValidationError(
+                    f"Each value must be 1 to {self.max_length} characters after trimming."
+                )
+            texts.append(text)
+        return texts
 
 
 class Ignored(fields.Raw):

@@ -23,12 +23,13 @@ from .schemas import BULK_MAX, InputSchema, LocationInputSchema
 GEOJSON = "application/geo+json"
 #: The Feature properties the import reads as the location's fields, besides
 #: the name (``nameProperty``); ``createdAt`` and ``updatedAt`` are read and dropped.
-FIELD_PROPERTIES = ("description", "address", "categoryId", "tagIds", "properties")
+FIELD_PROPERTIES = ("description", "address", "categoryId", "tagIds", "properties", "externalId")
 DROPPED_PROPERTIES = ("createdAt", "updatedAt")
 LAYER_IDS = "layerIds"
 RESERVED_PROPERTIES = (*FIELD_PROPERTIES, LAYER_IDS, *DROPPED_PROPERTIES)
 
 _load_location = compile_loader(LocationInputSchema())
+_load_given = compile_loader(LocationInputSchema(partial=True))
 _layer_ids = IdList(data_key=LAYER_IDS)
 _COORDINATE_NAMES = {"lng": "Longitude (coordinates[0])", "lat": "Latitude (coordinates[1])"}
 
@@ -79,6 +80,7 @@ class FeaturePropertiesSchema(Schema):
         metadata={"description": "Its layers' ids, by order."},
     )
     properties = fields.Dict(required=True, metadata={"description": "The location's own."})
+    external_id = fields.String(data_key="externalId", allow_none=True, required=True)
     created_at = Timestamp(data_key="createdAt", required=True)
     updated_at = Timestamp(data_key="updatedAt", required=True)
 
@@ -113,6 +115,12 @@ class FeatureInputPropertiesSchema(Schema):
     tag_ids = fields.List(fields.String(), data_key="tagIds")
     layer_ids = fields.List(fields.String(), data_key="layerIds")
     properties = fields.Dict()
+    external_id = fields.String(
+        data_key="externalId",
+        allow_none=True,
+        validate=validate.Length(1, 200),
+        metadata={"description": "Required of every Feature with upsert=true."},
+    )
 
 
 #: The members of a Feature that the import reads, and those it ignores.
@@ -175,14 +183,26 @@ class ImportQuerySchema(Schema):
         ],
         metadata={"description": "The Feature property read as the location's name."},
     )
+    upsert = fields.Boolean(
+        load_default=False,
+        metadata={
+            "description": (
+                "Upsert the Features by their externalId (each needs one), answering "
+                "200 as POST .../locations/upsert does."
+            )
+        },
+    )
 
 
 # --- reading a Feature -------------------------------------------------------------
 
 
-def read_feature(feature, name_property: str) -> tuple[dict | None, dict]:
+def read_feature(
+    feature, name_property: str, *, partial: bool = False
+) -> tuple[dict | None, dict]:
     """``(location input, {})`` for a good Feature, its ``layer_ids`` included
-    (loaded as a single create loads its body); ``(None, errors)`` for a bad one."""
+    (loaded as a single create loads its body, or with ``partial`` as an
+    update does: only the fields it gives); ``(None, errors)`` for a bad one."""
     if not isinstance(feature, dict):
         return None, {"_schema": ["Must be a GeoJSON Feature object."]}
     errors = {
@@ -210,7 +230,7 @@ def read_feature(feature, name_property: str) -> tuple[dict | None, dict]:
         except ValidationError as error:
             property_errors[LAYER_IDS] = error.messages
     try:
-        loaded = _load_location(item)
+        loaded = (_load_given if partial else _load_location)(item)
     except ValidationError as error:
         loaded = None
         for key, messages in error.normalized_messages().items():
@@ -224,7 +244,8 @@ def read_feature(feature, name_property: str) -> tuple[dict | None, dict]:
         errors["properties"] = property_errors
     if errors:
         return None, errors
-    loaded["layer_ids"] = layer_ids or []
+    if layer_ids is not None or not partial:
+        loaded["layer_ids"] = layer_ids or []
     return loaded, {}
 
 

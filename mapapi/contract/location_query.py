@@ -8,13 +8,14 @@ import re
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_load, validate
 
-from .fields import Choice, Text, Timestamp
+from .fields import Choice, QueryTexts, Text, Timestamp
 from .pagination import PageQuerySchema
+from .schemas import BULK_MAX, EXTERNAL_ID_MAX
 
 SORTS = ("createdAt", "-createdAt", "updatedAt", "-updatedAt", "name", "-name")
 TAG_FILTERS_MAX = 10
 #: Query parameters that may be given more than once, and keep every value.
-REPEATABLE = ("tagId",)
+REPEATABLE = ("tagId", "externalId")
 
 # A decimal number as a person or a map library writes it: no exponent, no
 # spaces, no "nan" or "inf" (which float() would take).
@@ -115,6 +116,14 @@ class LocationFilterSchema(Schema):
     layer_id = QueryId(data_key="layerId", metadata={"description": "Locations on it."})
     updated_since = Timestamp(
         data_key="updatedSince", metadata={"description": "updatedAt at or after it."}
+    )
+    external_ids = QueryTexts(
+        data_key="externalId",
+        max_length=EXTERNAL_ID_MAX,
+        max_count=BULK_MAX,
+        metadata={
+            "description": "Locations with this externalId (exact); up to 100 times, matching any.",
+        },
     )
     sort = Choice(SORTS, load_default="createdAt")
 

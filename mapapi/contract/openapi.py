@@ -56,7 +56,10 @@ ERROR_DESCRIPTIONS = {
     403: "The account has no active Pro plan, or a READ_ONLY key tried to write.",
     404: "No such resource in the caller's account.",
     405: "The path exists, the method does not; `Allow` lists the methods it has.",
-    409: "A conflict: a tag name taken on this map, an 11th active API key or webhook endpoint.",
+    409: (
+        "A conflict: a tag name or a location's externalId taken on this map, "
+        "an 11th active API key or webhook endpoint."
+    ),
     410: "The cursor is older than the oldest event kept.",
     412: "If-Match does not match the resource's current ETag; nothing changed.",
     413: "The body is larger than 2 MiB.",
@@ -134,6 +137,8 @@ BODY_EXAMPLES = {
     "TagInput": {"name": "terrace"},
     "TagUpdate": {"color": "#22C55E"},
     "KeyInput": {"name": "reporting", "scope": "READ_ONLY"},
+    "UpsertInput": {"locations": [{**_PLACE, "externalId": "CRM-00017"}]},
+    "BulkDeleteInput": {"externalIds": ["CRM-00017", "CRM-00018"]},
     "WebhookInput": {
         "url": "https://hooks.example.com/mapapi",
         "events": ["location.*", "map.deleted"],
@@ -146,7 +151,11 @@ BODY_EXAMPLES = {
             {
                 "type": "Feature",
                 "geometry": {"type": "Point", "coordinates": [2.3326, 48.8542]},
-                "properties": {"name": "Café de Flore", "website": "https://cafedeflore.fr"},
+                "properties": {
+                    "name": "Café de Flore",
+                    "website": "https://cafedeflore.fr",
+                    "externalId": "CRM-00017",
+                },
             }
         ],
     },
@@ -173,6 +182,9 @@ class Operation:
     #: The success response's media type; any other than JSON is not
     #: wrapped in ``{"data": ...}`` (the GeoJSON export).
     media_type: str = JSON
+    #: Another success the query may ask for: ``(status, response schema,
+    #: description)`` (the import's ``upsert=true``).
+    other_success: tuple | None = None
 
 
 def operation(
@@ -185,6 +197,7 @@ def operation(
     errors=(),
     body_media_types=(JSON,),
     media_type=JSON,
+    other_success=None,
 ):
     """Declare a view's schemas (classes or instances), success status and media types."""
 
@@ -203,6 +216,7 @@ def operation(
         body and compile_loader(body),
         tuple(body_media_types),
         media_type,
+        other_success and (other_success[0], instance(other_success[1]), other_success[2]),
     )
 
     def decorate(view):
@@ -468,6 +482,13 @@ def _responses(declared: Operation, path: str, method: str, operations, conditio
         if links:
             success["links"] = links
     responses = {str(declared.status): success}
+    if declared.other_success is not None:
+        status, response, description = declared.other_success
+        responses[str(status)] = {
+            "description": description,
+            "headers": success["headers"],
+            "content": {JSON: {"schema": _envelope(response)}},
+        }
     if "IfNoneMatch" in conditions:
         responses["304"] = {
             "description": "Not modified: If-None-Match holds the current ETag. No body.",

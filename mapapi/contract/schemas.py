@@ -28,6 +28,7 @@ from .fields import (
     StrictInteger,
     Text,
     Timestamp,
+    check_text,
     in_the_future,
 )
 
@@ -35,6 +36,7 @@ MAP_STYLES = ("streets", "outdoors", "light", "dark", "satellite", "satellite-st
 SCOPES = ("READ_ONLY", "READ_WRITE")
 DEFAULT_LAYER_COLOR = "#3B82F6"
 BULK_MAX = 100
+EXTERNAL_ID_MAX = 200
 
 
 def _length(maximum: int, minimum: int = 0):
@@ -98,6 +100,21 @@ class LocationInputSchema(MapChildInput):
     category_id = fields.String(data_key="categoryId", allow_none=True, load_default=None)
     tag_ids = IdList(data_key="tagIds", load_default=list)
     properties = Properties(load_default=dict)
+    external_id = Text(
+        data_key="externalId",
+        allow_none=True,
+        load_default=None,
+        validate=_length(EXTERNAL_ID_MAX, 1),
+        metadata={
+            "description": "The location's id in the client's own system; unique on the map."
+        },
+    )
+    # Input only: a location shows its layers as ``layers``.
+    layer_ids = IdList(
+        data_key="layerIds",
+        load_default=list,
+        metadata={"description": "The location's layers; on update, replaces the whole set."},
+    )
 
     layers = Ignored()
 
@@ -119,6 +136,61 @@ class BulkEnvelopeSchema(BulkInputSchema):
     locations = fields.List(
         fields.Raw(allow_none=True), required=True, validate=validate.Length(min=1, max=BULK_MAX)
     )
+
+
+class UpsertItemSchema(LocationInputSchema):
+    """An upsert item: a location matched by its ``externalId``, which it
+    must have. ``name``, ``lat`` and ``lng`` are required only of an item
+    that creates (``NewUpsertItemSchema``); one that names an existing
+    location is read as a PUT reads it (see ``api.locations``)."""
+
+    #: Fields that only an item creating a location must have.
+    CREATE_ONLY = ("name", "lat", "lng")
+
+    external_id = Text(data_key="externalId", required=True, validate=_length(EXTERNAL_ID_MAX, 1))
+
+    def on_bind_field(self, field_name, field_obj):
+        if field_name in self.CREATE_ONLY:
+            field_obj.required = False
+
+
+class NewUpsertItemSchema(UpsertItemSchema):
+    """An upsert item that creates a location: as a create reads it."""
+
+    CREATE_ONLY = ()
+
+
+class UpsertInputSchema(InputSchema):
+    """An upsert: 1 to 100 locations matched by their ``externalId``."""
+
+    locations = fields.List(
+        fields.Nested(UpsertItemSchema),
+        required=True,
+        validate=validate.Length(min=1, max=BULK_MAX),
+    )
+
+
+class BulkDeleteInputSchema(InputSchema):
+    """``ids`` or ``externalIds``, exactly one of the two, 1 to 100 names."""
+
+    ids = fields.List(
+        fields.String(validate=check_text), validate=validate.Length(min=1, max=BULK_MAX)
+    )
+    external_ids = fields.List(
+        Text(validate=_length(EXTERNAL_ID_MAX, 1)),
+        data_key="externalIds",
+        validate=validate.Length(min=1, max=BULK_MAX),
+    )
+
+    @post_load
+    def exactly_one(self, data, **_kwargs):
+        given = [key for key in ("ids", "external_ids") if key in data]
+        if len(given) == 2:
+            raise ValidationError("Give ids or externalIds, not both.", "externalIds")
+        if not given:
+            message = "Give ids or externalIds (exactly one of the two)."
+            raise ValidationError({"ids": [message], "externalIds": [message]})
+        return data
 
 
 class LayerMembershipInputSchema(InputSchema):
@@ -215,6 +287,7 @@ class LocationSchema(MapChildSchema):
     address = fields.String()
     category_id = fields.String(data_key="categoryId", allow_none=True)
     properties = fields.Dict()
+    external_id = fields.String(data_key="externalId", allow_none=True)
     # Its relations last: mapapi.services.location_reads reads the fields
     # above as one row and appends these.
     tag_ids = fields.List(fields.String(), data_key="tagIds")
@@ -223,6 +296,18 @@ class LocationSchema(MapChildSchema):
 
 class BulkResultSchema(Schema):
     created = fields.List(fields.Nested(LocationSchema), required=True)
+    count = fields.Integer(required=True)
+
+
+class UpsertResultSchema(Schema):
+    locations = fields.List(fields.Nested(LocationSchema), required=True)
+    created = fields.Integer(required=True)
+    updated = fields.Integer(required=True)
+    unchanged = fields.Integer(required=True)
+
+
+class BulkDeleteResultSchema(Schema):
+    deleted = fields.List(fields.String(), required=True)
     count = fields.Integer(required=True)
 
 

@@ -35,6 +35,7 @@ HTTP_CODES = {
 #: Unique constraints whose violation is the client's conflict, not our bug.
 CONFLICTS = {
     "uq_tags_map_id_name": "A tag with this name already exists on this map.",
+    "uq_locations_map_id_external_id": "A location of this map already has this externalId.",
 }
 
 
@@ -152,15 +153,17 @@ def _handle_unexpected(exc: Exception):
 def violated_unique_constraint(exc: IntegrityError) -> str | None:
     """The name of the unique constraint an IntegrityError reports, if any.
 
-    PostgreSQL names the constraint; SQLite names its columns, which are
-    matched against the constraints declared in the models.
+    PostgreSQL names the constraint (or unique index); SQLite names its
+    columns, which are matched against the unique constraints and indexes
+    declared in the models.
     """
     diagnostics = getattr(exc.orig, "diag", None)
     if diagnostics is not None:
         return diagnostics.constraint_name
     message = str(exc.orig)
     for table in db.metadata.tables.values():
-        for constraint in table.constraints:
+        unique_indexes = [index for index in table.indexes if index.unique]
+        for constraint in [*table.constraints, *unique_indexes]:
             columns = ", ".join(f"{table.name}.{column.name}" for column in constraint.columns)
             if constraint.name and message == f"UNIQUE constraint failed: {columns}":
                 return constraint.name

@@ -3,10 +3,11 @@
 import json
 
 from flask import current_app, jsonify, request
-from marshmallow import Schema
+from marshmallow import Schema, ValidationError
 
+from ..contract.loading import Loader
 from ..contract.openapi import current_operation
-from .errors import APIError, validation_error
+from .errors import APIError, stringify_keys, validation_error
 
 
 def json_body() -> dict:
@@ -37,6 +38,25 @@ def load_body(*, partial: bool = False, schema: Schema | None = None) -> dict:
     return (schema or current_operation().body).load(json_body(), partial=partial)
 
 
+def load_items(items: list, load: Loader) -> tuple[dict[int, dict], dict[int, dict]]:
+    """The items of a many-item body (bulk, upsert) that ``load`` takes, and
+    the field errors of the others, each by its index."""
+    loaded, errors = {}, {}
+    for index, item in enumerate(items):
+        try:
+            loaded[index] = load(item)
+        except ValidationError as error:
+            errors[index] = stringify_keys(error.normalized_messages())
+    return loaded, errors
+
+
+def raise_item_errors(errors: dict[int, dict], message: str, key: str = "locations") -> None:
+    """VALIDATION_ERROR naming every bad item by index under ``key``, if any is."""
+    if errors:
+        details = {str(index): errors[index] for index in sorted(errors)}
+        raise validation_error(message, {key: details})
+
+
 def load_query() -> dict:
     """The query string, loaded with the view's declared query schema."""
     return current_operation().query.load(request.args)
@@ -48,11 +68,11 @@ def respond(value):
     return respond_dumped(current_operation().dump(value))
 
 
-def respond_dumped(data):
+def respond_dumped(data, status: int | None = None):
     """``{"data": data}`` for ``data`` read already in the shape of the view's
-    declared response schema, with its declared success status."""
+    declared response schema, with its declared success status (or ``status``)."""
     response = jsonify(data=data)
-    response.status_code = current_operation().status
+    response.status_code = status or current_operation().status
     return response
 
 

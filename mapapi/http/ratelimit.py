@@ -38,6 +38,8 @@ ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
     "locations.import_geojson": "bulk",
+    "locations.upsert_locations": "bulk",
+    "locations.bulk_delete_locations": "bulk",
 }
 
 

@@ -42,7 +42,10 @@ GUIDANCE = {
         "The map's locations (filters allowed) as one GeoJSON FeatureCollection, "
         "for GIS tools; large maps give large answers: filter when you can."
     ),
-    "import_geojson": "Create 1 to 100 locations from a GeoJSON FeatureCollection of Points.",
+    "import_geojson": (
+        "Create 1 to 100 locations from a GeoJSON FeatureCollection of Points; "
+        "with upsert=true, upsert them by their externalId instead."
+    ),
     "list_events": (
         "What changed, oldest first: pass `next` back as `after` to continue; "
         "after=latest gives a cursor from now on."

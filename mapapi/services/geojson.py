@@ -1,5 +1,4 @@
-"""A map's locations as a streamed GeoJSON FeatureCollection, and locations
-created from imported Features.
+"""A map's locations as a streamed GeoJSON FeatureCollection.
 
 The export reads the map in keyset pages of ``EXPORT_CHUNK`` locations and
 writes each page out before reading the next, so its memory does not grow
@@ -14,15 +13,14 @@ memory with pages of 200, 26 MB with pages of 500 (measured with
 from collections.abc import Iterator
 
 import orjson
-from sqlalchemy import Text, cast, insert, select
+from sqlalchemy import Text, cast, select
 
 from ..contract.jsonprovider import RawJSON
 from ..extensions import db
-from ..storage.models import Layer, Location, Map, location_layers
+from ..storage.models import Layer, Location
 from ..storage.sqlformat import api_timestamp
 from .location_filters import Selection
 from .location_reads import LAYER_IDS, TAG_LINKS, tag_ids
-from .locations import create_locations, existing_ids
 
 EXPORT_CHUNK = 200
 
@@ -38,13 +36,13 @@ _FEATURE_COLUMNS = (
     _c.address,
     _c.category_id,
     cast(_c.properties, Text).label("properties"),
+    _c.external_id,
     api_timestamp(_c.created_at).label("created_at"),
     api_timestamp(_c.updated_at).label("updated_at"),
     TAG_LINKS.label("tag_links"),
     LAYER_IDS.label("layer_ids"),
 )
 _LAYER_POSITIONS = select(_layers.c.id, _layers.c.position)
-_INSERT_MEMBERSHIP = insert(location_layers)
 
 
 def export_features(map_id: str, chosen: Selection) -> Iterator[bytes]:
@@ -88,43 +86,9 @@ def _feature(row, positions: dict[str, int]) -> bytes:
                 "tagIds": tag_ids(row.tag_links),
                 "layerIds": layer_ids,
                 "properties": RawJSON(row.properties),
+                "externalId": row.external_id,
                 "createdAt": row.created_at,
                 "updatedAt": row.updated_at,
             },
         }
     )
-
-
-def layer_errors(map_: Map, items: list[dict]) -> dict[int, dict]:
-    """Field errors, by item index, for ``layer_ids`` that are not layers of ``map_``."""
-    known = existing_ids(Layer, map_, {i for item in items for i in item["layer_ids"]})
-    errors = {}
-    for index, item in enumerate(items):
-        unknown = [layer_id for layer_id in item["layer_ids"] if layer_id not in known]
-        if unknown:
-            errors[index] = {"layerIds": [f"Not a layer of this map: {i}" for i in unknown]}
-    return errors
-
-
-def import_locations(map_: Map, items: list[dict]) -> list[dict]:
-    """Create ``items`` (validated, references checked) with their layers;
-    the created locations, ready to dump with LocationSchema."""
-    layer_ids = [item.pop("layer_ids") for item in items]
-    created = create_locations(map_, items)
-    memberships = [
-        {"location_id": location["id"], "layer_id": layer_id}
-        for location, ids in zip(created, layer_ids, strict=True)
-        for layer_id in ids
-    ]
-    if memberships:
-        connection = db.session.connection()
-        connection.execute(_INSERT_MEMBERSHIP, memberships)
-        layers = {
-            layer.id: layer
-            for layer in db.session.scalars(
-                select(Layer).where(Layer.id.in_({row["layer_id"] for row in memberships}))
-            )
-        }
-        for location, ids in zip(created, layer_ids, strict=True):
-            location["layers"] = sorted((layers[i] for i in ids), key=lambda layer: layer.position)
-    return created

@@ -114,6 +114,8 @@ def _conditions(query: dict):
         yield _linked(location_layers, location_layers.c.layer_id, query["layer_id"])
     if "updated_since" in query:
         yield c.updated_at >= query["updated_since"]
+    if "external_ids" in query:
+        yield c.external_id.in_(query["external_ids"])
 
 
 def _id_matches(column, value: str):

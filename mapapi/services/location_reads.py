@@ -115,6 +115,7 @@ _PAGE = (
 _ONE = select(*_ROW).where(
     _locations.c.map_id == bindparam("map_id"), _locations.c.id == bindparam("location_id")
 )
+# Locations named by id, any of a map's.
 _SOME = (
     select(*_ROW)
     .where(
@@ -135,6 +136,10 @@ _LAYERS = select(*_LAYER.columns).where(
             _locations.c.pk <= bindparam("last"),
         )
     )
+)
+# Other sets of locations: the layers their rows name.
+_LAYERS_BY_ID = select(*_LAYER.columns).where(
+    _layers.c.id.in_(bindparam("layer_ids", expanding=True))
 )
 
 
@@ -162,7 +167,7 @@ def _as_json(statement):
 
 _AS_JSON = {
     statement: _as_json(statement)
-    for statement in (_PAGE, _ONE, _SOME, _LAYERS, _BY_PKS, _LAYERS_BY_PKS)
+    for statement in (_PAGE, _ONE, _SOME, _LAYERS, _LAYERS_BY_ID, _BY_PKS, _LAYERS_BY_PKS)
 }
 _dump_pagination = compile_dumper(PaginationSchema())
 _by_first = itemgetter(0)
@@ -216,10 +221,14 @@ def read_location(map_id: str, location_id: str) -> dict | None:
 
 
 def read_locations(map_id: str, location_ids: list[str]) -> list[dict]:
-    """The locations ``location_ids`` of map ``map_id``, dumped, in creation order."""
+    """Locations ``location_ids`` of map ``map_id``, dumped, in that order
+    (those that exist): two statements for any number of them."""
+    if not location_ids:
+        return []
     connection = db.session.connection()
-    params = {"map_id": map_id, "location_ids": location_ids}
-    return _with_relations(connection, map_id, _rows(connection, _SOME, params))
+    rows = _rows(connection, _SOME, {"map_id": map_id, "location_ids": location_ids})
+    by_id = {location["id"]: location for location in _with_named_layers(connection, rows)}
+    return [by_id[location_id] for location_id in location_ids if location_id in by_id]
 
 
 def _rows(connection, statement, params: dict) -> list:
@@ -244,6 +253,18 @@ def _with_relations(connection, map_id: str, rows: list) -> list[dict]:
         return []
     on_page = {"map_id": map_id, "first": rows[0][0], "last": rows[-1][0]}
     return _with_layers(rows, _rows(connection, _LAYERS, on_page))
+
+
+def _with_named_layers(connection, rows: list) -> list[dict]:
+    """The locations of ``rows`` (any of a map's) as dicts, with their tag
+    ids and the layers their rows name, read by id."""
+    layer_ids = {
+        layer_id for _pk, _tags, ids, *_values in rows if ids for layer_id in ids.split(",")
+    }
+    layer_rows = []
+    if layer_ids:
+        layer_rows = _rows(connection, _LAYERS_BY_ID, {"layer_ids": sorted(layer_ids)})
+    return _with_layers(rows, layer_rows)
 
 
 def _with_layers(rows: list, layer_rows: list) -> list[dict]:

@@ -5,6 +5,8 @@ map; an id from anywhere else is a VALIDATION_ERROR naming the field. The
 checks for a whole bulk cost one query per kind of reference.
 """
 
+from operator import attrgetter
+
 from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm import selectinload
 
@@ -60,6 +62,7 @@ _IDS_IN_MAP = {
     )
     for model in (Category, Tag, Layer)
 }
+_by_position = attrgetter("position")
 _TOUCH_LOCATION = (
     update(_locations)
     .where(_locations.c.id == bindparam("location_id"))
@@ -67,50 +70,91 @@ _TOUCH_LOCATION = (
 )
 
 
-def _location_row(location: dict) -> dict:
+def location_row(location: dict) -> dict:
     """The ``locations`` row of a created location (every column but ``pk``),
     so that all the rows of an executemany have the same keys."""
     return {name: location.get(name) for name in _LOCATION_COLUMNS}
 
 
-def reference_errors(map_: Map, items: list[dict]) -> dict[int, dict]:
-    """Field errors, by item index, for references outside ``map_``."""
-    category_ids = {item["category_id"] for item in items if item.get("category_id") is not None}
-    tag_ids = {tag_id for item in items for tag_id in item.get("tag_ids", ())}
-    known_categories = existing_ids(Category, map_, category_ids)
-    known_tags = existing_ids(Tag, map_, tag_ids)
-    errors = {}
-    for index, item in enumerate(items):
-        item_errors = {}
-        category_id = item.get("category_id")
-        if category_id is not None and category_id not in known_categories:
-            item_errors["categoryId"] = ["Not a category of this map."]
-        unknown_tags = [t for t in item.get("tag_ids", ()) if t not in known_tags]
-        if unknown_tags:
-            item_errors["tagIds"] = [f"Not a tag of this map: {t}" for t in unknown_tags]
-        if item_errors:
-            errors[index] = item_errors
+class References:
+    """The categories, tags and layers that location items name, looked up
+    on their map at once: one query per kind named, whatever the number of
+    items. The layers are kept, to show in the locations' ``layers``."""
+
+    def __init__(self, map_: Map, items: list[dict]):
+        category_ids = {item["category_id"] for item in items if item.get("category_id")}
+        self.categories = existing_ids(Category, map_, category_ids)
+        self.tags = existing_ids(Tag, map_, {t for item in items for t in item.get("tag_ids", ())})
+        self.layers = layers_by_id(map_, {i for item in items for i in item.get("layer_ids", ())})
+
+    def errors(self, items: list[dict]) -> dict[int, dict]:
+        """Field errors, by item index, for references outside the map."""
+        errors = {}
+        for index, item in enumerate(items):
+            item_errors = {}
+            category_id = item.get("category_id")
+            if category_id is not None and category_id not in self.categories:
+                item_errors["categoryId"] = ["Not a category of this map."]
+            unknown_tags = [t for t in item.get("tag_ids", ()) if t not in self.tags]
+            if unknown_tags:
+                item_errors["tagIds"] = [f"Not a tag of this map: {t}" for t in unknown_tags]
+            unknown_layers = unknown_layer_errors(item.get("layer_ids", ()), self.layers)
+            if unknown_layers:
+                item_errors["layerIds"] = unknown_layers
+            if item_errors:
+                errors[index] = item_errors
+        return errors
+
+    def layers_of(self, layer_ids) -> list[Layer]:
+        """The layers ``layer_ids`` name, ordered by ``order``, as a location shows them."""
+        return sorted((self.layers[layer_id] for layer_id in layer_ids), key=_by_position)
+
+
+def check_references(map_: Map, data: dict) -> References:
+    """The references of one item; VALIDATION_ERROR naming the fields that
+    point outside the map."""
+    references = References(map_, [data])
+    errors = references.errors([data])
+    if errors:
+        raise validation_error("The request is invalid.", errors[0])
+    return references
+
+
+def repeated_external_ids(items: dict[int, dict]) -> dict[int, dict]:
+    """Field errors, by index, for items whose ``externalId`` an earlier item
+    of the same body has: the later one is at fault."""
+    first_index, errors = {}, {}
+    for index, item in items.items():
+        external_id = item.get("external_id")
+        if external_id is None:
+            continue
+        if external_id in first_index:
+            errors[index] = {
+                "externalId": [
+                    f"Given twice in this request (also item {first_index[external_id]})."
+                ]
+            }
+        else:
+            first_index[external_id] = index
     return errors
 
 
-def check_references(map_: Map, data: dict) -> None:
-    errors = reference_errors(map_, [data])
-    if errors:
-        raise validation_error("The request is invalid.", errors[0])
+def create_locations(map_: Map, items: list[dict], references: References) -> list[dict]:
+    """Insert ``items`` (already validated, their references checked) in
+    order; the created locations, as dicts ready to dump with LocationSchema.
 
-
-def create_locations(map_: Map, items: list[dict]) -> list[dict]:
-    """Insert ``items`` (already validated) in order; the created locations,
-    as dicts ready to dump with LocationSchema.
-
-    Core, not ORM: a bulk of 100 is two executemany INSERTs (locations, tag
-    links) with nothing to track afterwards. The rows' ``pk``s follow the
-    input order, which is the locations' order in every list.
+    Core, not ORM: a bulk of 100 is an executemany INSERT per table written
+    (locations, tag links, layer memberships) with nothing to track
+    afterwards. The rows' ``pk``s follow the input order, which is the
+    locations' order in every list.
     """
+    if not items:
+        return []
     now = utcnow()
-    created, links = [], []
+    created, links, memberships = [], [], []
     for item in items:
         tag_ids = item.pop("tag_ids", [])
+        layer_ids = item.pop("layer_ids", [])
         location = {
             **item,
             "id": new_id(),
@@ -118,24 +162,34 @@ def create_locations(map_: Map, items: list[dict]) -> list[dict]:
             "created_at": now,
             "updated_at": now,
         }
-        links.extend(
-            {"location_id": location["id"], "tag_id": tag_id, "position": position}
-            for position, tag_id in enumerate(tag_ids)
-        )
+        links.extend(tag_links(location["id"], tag_ids))
+        memberships.extend({"location_id": location["id"], "layer_id": i} for i in layer_ids)
         created.append(location)
-        location["tag_ids"], location["layers"] = tag_ids, []
+        location["tag_ids"], location["layers"] = tag_ids, references.layers_of(layer_ids)
     connection = db.session.connection()
-    connection.execute(_INSERT_LOCATION, [_location_row(location) for location in created])
+    connection.execute(_INSERT_LOCATION, [location_row(location) for location in created])
     if links:
         connection.execute(_INSERT_TAG_LINK, links)
+    if memberships:
+        connection.execute(_INSERT_MEMBERSHIP, memberships)
     for location in created:
         journal.created("location", location, map_.id)
     return created
 
 
-def apply_location_update(location: Location, data: dict) -> None:
-    """Apply a partial update; ``tag_ids`` replaces the tags, in the order given."""
+def tag_links(location_id: str, tag_ids: list[str]) -> list[dict]:
+    """The ``location_tags`` rows of a location's tags, in the order given."""
+    return [
+        {"location_id": location_id, "tag_id": tag_id, "position": position}
+        for position, tag_id in enumerate(tag_ids)
+    ]
+
+
+def apply_location_update(location: Location, data: dict, references: References) -> None:
+    """Apply a partial update: ``tag_ids`` replaces the tags, in the order
+    given; ``layer_ids`` replaces the set of layers."""
     tag_ids = data.pop("tag_ids", None)
+    layer_ids = data.pop("layer_ids", None)
     changed = apply_changes(location, data)
     if tag_ids is not None and tag_ids != location.tag_ids:
         existing = {link.tag_id: link for link in location.tag_links}
@@ -145,8 +199,17 @@ def apply_location_update(location: Location, data: dict) -> None:
             link.position = position
             links.append(link)
         location.tag_links = links
-        if not changed:
-            stamp(location)
+        changed = _stamp_once(location, changed)
+    if layer_ids is not None and set(layer_ids) != {layer.id for layer in location.layers}:
+        location.layers = references.layers_of(layer_ids)
+        _stamp_once(location, changed)
+
+
+def _stamp_once(location: Location, stamped: bool) -> bool:
+    """Stamp ``updated_at`` (and note the change) unless this update has already; it has now."""
+    if not stamped:
+        stamp(location)
+    return True
 
 
 def location_layer_ids(map_: Map, location_id: str) -> set[str]:
@@ -172,12 +235,9 @@ def replace_layers(map_: Map, location_id: str, current: set[str], layer_ids: li
     difference at flush.
     """
     found = existing_ids(Layer, map_, set(layer_ids))
-    unknown = [layer_id for layer_id in layer_ids if layer_id not in found]
+    unknown = unknown_layer_errors(layer_ids, found)
     if unknown:
-        raise validation_error(
-            "The request is invalid.",
-            {"layerIds": [f"Not a layer of this map: {layer_id}" for layer_id in unknown]},
-        )
+        raise validation_error("The request is invalid.", {"layerIds": unknown})
     removed, added = current - found, found - current
     connection = db.session.connection()
     if removed:
@@ -207,6 +267,23 @@ def touch_locations(where, map_id: str, now=None) -> None:
         .returning(_locations.c.pk, _locations.c.id)
     ).all()
     journal.touched("location", [row.id for row in sorted(touched)], map_id)
+
+
+def unknown_layer_errors(layer_ids, found) -> list[str]:
+    """The membership operation's rule: every id must be a layer of the map
+    (``found``: those that are); a message for each that is not."""
+    return [
+        f"Not a layer of this map: {layer_id}" for layer_id in layer_ids if layer_id not in found
+    ]
+
+
+def layers_by_id(map_: Map, ids: set[str]) -> dict[str, Layer]:
+    """The layers of ``map_`` among ``ids``, by id."""
+    ids = [value for value in ids if could_be_id(value)]
+    if not ids:
+        return {}
+    layers = db.session.scalars(select(Layer).where(Layer.map_id == map_.id, Layer.id.in_(ids)))
+    return {layer.id: layer for layer in layers}
 
 
 def remove_location(location: Location) -> None:

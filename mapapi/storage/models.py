@@ -286,6 +286,10 @@ class Location(Timestamped, db.Model):
         Index(None, "map_id", "lat", "lng"),
         Index(None, "map_id", "updated_at", "pk"),
         Index(None, "map_id", "name_folded", "pk"),
+        # An externalId names one location of its map, even when requests
+        # race: the database decides, errors.py turns a clash into CONFLICT.
+        # NULLs never clash. The same index serves lookups by externalId.
+        Index("uq_locations_map_id_external_id", "map_id", "external_id", unique=True),
     )
 
     pk: Mapped[int] = _pk()
@@ -300,6 +304,8 @@ class Location(Timestamped, db.Model):
         ForeignKey("categories.id", ondelete="SET NULL"), index=True
     )
     properties: Mapped[dict[str, Any]] = mapped_column(JSONDocument, nullable=False, default=dict)
+    # The location's id in the client's own system (contract section 13).
+    external_id: Mapped[str | None] = mapped_column(Text)
     name_folded: Mapped[str] = _folded("name")
     description_folded: Mapped[str] = _folded("description")
     address_folded: Mapped[str] = _folded("address")

@@ -43,8 +43,12 @@ def upgrade():
             )
     _fill_folded_columns()
     with op.batch_alter_table("locations", schema=None) as batch_op:
-        for column in FOLDED:
-            batch_op.alter_column(column, server_default=None)
+        # Not on SQLite: there a changed default means copying the table, and
+        # dropping the old one (foreign keys on) deletes every row of
+        # location_tags with it (ON DELETE CASCADE). The unused '' default stays.
+        if op.get_bind().dialect.name != "sqlite":
+            for column in FOLDED:
+                batch_op.alter_column(column, server_default=None)
         batch_op.create_index(
             batch_op.f("ix_locations_map_id_lat_lng"), ["map_id", "lat", "lng"], unique=False
         )
