@@ -396,7 +396,7 @@ def count_rows(database_url: str, table: str) -> int:
     try:
         with engine.connect() as connection:
             return connection.execute(
-                text(f"SELECT count(*) FROM {table}")
+                text(f"SELECT count(*) FROM {table}")  # noqa: S608 - the test's own table names
             ).scalar_one()
     finally:
         engine.dispose()
@@ -453,7 +453,7 @@ def test_a_process_killed_mid_request_leaves_a_key_a_retry_can_use(tmp_path):
     try:
         for attempt, delay in enumerate([0.0, 0.01, 0.02, 0.04, 0.08, 0.15]):
             made = requests.post(
-                server.base + "/api/v1/maps", json={"title": "m"}, headers=auth
+                server.base + "/api/v1/maps", json={"title": "m"}, headers=auth, timeout=30
             )
             map_id = made.json()["data"]["id"]
             url = f"/api/v1/maps/{map_id}/locations/bulk"
@@ -476,6 +476,7 @@ def test_a_process_killed_mid_request_leaves_a_key_a_retry_can_use(tmp_path):
             locations = requests.get(
                 server.base + f"/api/v1/maps/{map_id}/locations?pageSize=1",
                 headers=auth,
+                timeout=30,
             ).json()["data"]["pagination"]["total"]
             assert locations == 100
             assert answer.json()["data"]["count"] == 100

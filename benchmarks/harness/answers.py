@@ -24,7 +24,7 @@ VOLATILE_HEADERS = {
 
 def fetch(server: Server, scenario: Scenario) -> tuple[int, dict, bytes]:
     request = scenario.requests[0]
-    outgoing = urllib.request.Request(
+    outgoing = urllib.request.Request(  # noqa: S310 - http://127.0.0.1 only
         server.base_url + request.path, method=request.method, headers=scenario.headers,
         data=request.body.encode() if request.body else None,
     )
