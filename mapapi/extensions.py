@@ -8,6 +8,8 @@ from flask_sqlalchemy.session import Session as FlaskSession
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
+from .storage.database import reading_isolation
+
 
 class Base(DeclarativeBase):
     # Named constraints: the same names on SQLite and PostgreSQL, so that
@@ -24,13 +26,17 @@ class Base(DeclarativeBase):
 
 
 class Session(FlaskSession):
-    """A session whose commit can be held back until the request's answer is known.
+    """A session whose commit can be held back until the request's answer is
+    known, and whose reads see one snapshot.
 
     While ``info["commit_held"]`` is set, ``commit()`` only flushes: the
     work stays in the open transaction, to be committed together with the
     answer kept for its ``Idempotency-Key`` (``http.idempotency``), so that
     a process that dies in between leaves both or neither.
     """
+
+    def get_bind(self, *args, **kwargs):
+        return reading_isolation(super().get_bind(*args, **kwargs))
 
     def commit(self) -> None:
         if self.info.get("commit_held"):

@@ -14,6 +14,7 @@ from sqlalchemy import event
 from mapapi import create_app
 from mapapi.extensions import db
 from mapapi.server import shutdown
+from mapapi.storage import driver
 
 from . import backends
 from .factories import ApiClient, create_account, create_key
@@ -145,7 +146,9 @@ def statements(app):
     with app.app_context():
         engine = db.engine
     event.listen(engine, "before_cursor_execute", count)
+    driver.statement_listeners.append(count)  # the checks' statements (storage.driver)
     yield counter
+    driver.statement_listeners.remove(count)
     event.remove(engine, "before_cursor_execute", count)
 
 

@@ -10,7 +10,7 @@ from .data import make_app
 from .scenarios import Scenario
 
 #: The hot paths --profile runs, reads then writes; a bulk counts as one request.
-PROFILED = ("get_map", "list_100", "create", "bulk")
+PROFILED = ("get_map", "bad_key", "list_100", "create", "bulk")
 
 
 def profile_endpoints(database_url: str, scenarios: list[Scenario], requests: int, workdir: Path):

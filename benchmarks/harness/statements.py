@@ -10,23 +10,29 @@ def count_statements(database_url: str, scenarios: list[Scenario]) -> dict[str, 
     """Statements one request of each scenario sends, after a warm-up request.
 
     Counted as tests/conftest.py's ``statements`` fixture counts them: every
-    ``before_cursor_execute`` of the app's engine. The warm-up absorbs the
+    ``before_cursor_execute`` of the app's engine, and every statement the
+    checks run on the driver (``mapapi.storage.driver``). The warm-up absorbs the
     key's ``lastUsedAt`` write (at most once a minute) and first-use costs.
     """
     from sqlalchemy import event
 
     from mapapi.extensions import db
+    from mapapi.storage import driver
 
     app = make_app(database_url)
     client = app.test_client()
     seen: list[str] = []
 
-    def record(_conn, _cursor, statement, *_args):
+    def record_sql(statement: str) -> None:
         seen.append(" ".join(statement.split()))
+
+    def record(_conn, _cursor, statement, *_args):
+        record_sql(statement)
 
     with app.app_context():
         engine = db.engine
     event.listen(engine, "before_cursor_execute", record)
+    driver.statement_listeners.append(record_sql)
     results = {}
     try:
         for scenario in scenarios:
@@ -38,6 +44,7 @@ def count_statements(database_url: str, scenarios: list[Scenario]) -> dict[str, 
             send_in_process(client, scenario, counted)
             results[scenario.key] = {"count": len(seen), "statements": list(seen)}
     finally:
+        driver.statement_listeners.remove(record_sql)
         event.remove(engine, "before_cursor_execute", record)
         with app.app_context():
             db.engine.dispose()

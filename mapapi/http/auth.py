@@ -16,14 +16,9 @@ from flask import g, request
 from sqlalchemy import bindparam, or_, select, update
 
 from ..extensions import db
-from ..services.ownership import forget_map, remember_map, with_map
-from ..storage.database import (
-    IF_FREE,
-    WRITE_METHODS,
-    WriterBusy,
-    begin_request_transaction,
-    end_checks,
-)
+from ..services.ownership import remember_map, with_map
+from ..storage.database import IF_FREE, WRITE_METHODS, WriterBusy
+from ..storage.driver import DriverQuery
 from ..storage.models import Account, ApiKey, could_be_id, has_expired, has_pro
 from ..timeutil import utcnow
 from .errors import APIError
@@ -47,9 +42,10 @@ class Caller(NamedTuple):
     key_expires_at: datetime | None = None
 
 
-# Built once, in Core (a row, not ORM objects): every API request runs it.
+# Built once, in Core, and run on the driver (storage.driver): every API
+# request runs it.
 _keys, _accounts = ApiKey.__table__, Account.__table__
-_KEY_BY_HASH = (
+_KEY_COLUMNS = (
     select(
         _keys.c.pk,
         _keys.c.scope,
@@ -64,11 +60,12 @@ _KEY_BY_HASH = (
     .join_from(_keys, _accounts, _keys.c.account_id == _accounts.c.id)
     .where(_keys.c.secret_hash == bindparam("secret_hash"))
 )
-# A read under a map (GET /maps/<map_id>...) reads the caller's map with
-# the key, in the same transaction the view reads in (services.ownership
-# remember_map, read_map): one statement, and on PostgreSQL one round
-# trip, less for each.
-_KEY_AND_MAP = with_map(_KEY_BY_HASH, _accounts.c.id)
+_KEY_BY_HASH = DriverQuery(_KEY_COLUMNS)
+# GET /maps/<map_id> reads the caller's map with the key, and answers from
+# that one statement's snapshot (services.ownership remember_map, read_map).
+_KEY_AND_MAP = DriverQuery(with_map(_KEY_COLUMNS, _accounts.c.id))
+#: The one view that answers from the map its checks read.
+MAP_READ_ENDPOINT = "maps.get_map"
 # The key's row unless another transaction has it locked (SKIP LOCKED;
 # SQLite has no row locks, and SQLAlchemy writes no FOR UPDATE there).
 _RECORD_USE = (
@@ -120,13 +117,8 @@ def identify() -> None:
         g.auth_error = _invalid_key()
         return
     map_id = _path_map_id()
-    key = (
-        begin_request_transaction()
-        .execute(
-            _KEY_AND_MAP if map_id else _KEY_BY_HASH,
-            {"secret_hash": hash_secret(token), "map_id": map_id},
-        )
-        .one_or_none()
+    key = (_KEY_AND_MAP if map_id else _KEY_BY_HASH).one_or_none(
+        db.engine, {"secret_hash": hash_secret(token), "map_id": map_id}
     )
     now = utcnow()
     if key is None or key.revoked_at is not None:
@@ -150,17 +142,16 @@ def identify() -> None:
 
 
 def enforce() -> None:
-    """Refuse the request with the check ``identify`` found failing; once
-    every check up to routing has passed, let the request's writes begin."""
+    """Refuse the request with the check ``identify`` found failing."""
     if g.get("auth_error") is not None:
         raise g.auth_error
-    if g.account is not None and request.routing_exception is None:
-        end_checks()
 
 
 def _path_map_id() -> str | None:
-    """The map a GET request's path names, when it can be an id."""
-    map_id = (request.view_args or {}).get("map_id") if request.method == "GET" else None
+    """The map of a ``GET /maps/<map_id>``, when it can be an id."""
+    if request.endpoint != MAP_READ_ENDPOINT:
+        return None
+    map_id = request.view_args.get("map_id")
     return map_id if could_be_id(map_id) else None
 
 
@@ -181,15 +172,13 @@ def _record_use(key, now) -> None:
     """Write ``lastUsedAt`` at most once a minute, so reads stay reads.
 
     The write gets a short transaction of its own that takes the write lock
-    up front (SQLite), instead of upgrading the request's read transaction.
-    It never waits: while another transaction holds SQLite's write lock,
-    or the key's row (PostgreSQL), it is left for a later request, since
-    the request may yet be refused, and a refusal waits for no writer.
+    up front (SQLite). It never waits: while another transaction holds
+    SQLite's write lock, or the key's row (PostgreSQL), it is left for a
+    later request, since the request may yet be refused, and a refusal
+    waits for no writer.
     """
     if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
         return
-    forget_map()  # read in the transaction this commit ends
-    db.session.commit()
     try:
         db.session.connection(execution_options={"write_lock": IF_FREE})
         db.session.execute(
@@ -199,4 +188,3 @@ def _record_use(key, now) -> None:
         db.session.commit()
     except WriterBusy:
         db.session.rollback()
-    begin_request_transaction()

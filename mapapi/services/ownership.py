@@ -33,15 +33,11 @@ def with_map(statement, account_id):
 
 
 def remember_map(map_id: str, row) -> None:
-    """Keep the map a ``with_map`` statement of this request's transaction
-    read for the caller, so that ``read_map`` need not read it again."""
+    """Keep the map a ``with_map`` statement read with the caller's key, so
+    that ``read_map`` answers from that statement's snapshot without a
+    transaction of its own (``GET /maps/<map_id>``; see ``http.auth``)."""
     values = row[-len(_MAP_COLUMNS) :]
     g.remembered_map = (map_id, None if values[0] is None else MapRow(*values))
-
-
-def forget_map() -> None:
-    """Drop what ``remember_map`` kept: its transaction has ended."""
-    g.pop("remembered_map", None)
 
 
 def read_map(map_id: str) -> MapRow:

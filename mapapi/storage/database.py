@@ -3,12 +3,12 @@ connections the database dropped replaced before use."""
 
 import select
 import threading
+import weakref
 
 from flask import has_request_context, request
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError, OperationalError
 
-from ..extensions import db
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BUSY_TIMEOUT_SECONDS = 5
@@ -157,14 +157,9 @@ def wants_write_lock(connection) -> bool:
     return True
 
 
-def begin_request_transaction():
-    """Begin the request's transaction; its connection.
-
-    It never takes SQLite's write lock, even for a request that writes: the
-    checks that may refuse the request (key, plan, scope, route) run in it,
-    and a refusal must not wait for another request's write. Once they
-    pass, ``end_checks`` ends it, and the view's first statement begins a
-    transaction that holds the write lock from its start.
+def reading_isolation(bind):
+    """The engine a request's Session uses: ``bind``, or for a reading
+    request on PostgreSQL, ``bind`` at REPEATABLE READ.
 
     A reading request sees one snapshot of the database from its first
     statement to its last, so that a page, its count and its layers agree.
@@ -174,22 +169,17 @@ def begin_request_transaction():
     transaction). Writes keep READ COMMITTED and lock the rows they depend
     on (``services.ownership.owned_map``).
     """
-    options = {"write_lock": False}
-    if db.engine.dialect.name == "postgresql" and request.method not in WRITE_METHODS:
-        options["isolation_level"] = "REPEATABLE READ"
-    return db.session.connection(execution_options=options)
-
-
-def end_checks() -> None:
-    """The request passed its checks: a write on SQLite ends the read
-    transaction they ran in (see ``begin_request_transaction``).
-
-    PostgreSQL needs no such step: its writers lock rows, not the database,
-    and a read waits for no row lock.
-    """
     if (
-        request.method in WRITE_METHODS
-        and db.session().in_transaction()
-        and db.engine.dialect.name == "sqlite"
+        bind.dialect.name != "postgresql"
+        or not has_request_context()
+        or request.method in WRITE_METHODS
     ):
-        db.session.commit()
+        return bind
+    reader = _READERS.get(bind)
+    if reader is None:
+        reader = _READERS[bind] = bind.execution_options(isolation_level="REPEATABLE READ")
+    return reader
+
+
+#: Each engine's REPEATABLE READ variant (it shares the engine's pool).
+_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
