@@ -11,13 +11,16 @@ One command, ``python benchmarks/run.py``, does everything (see README.md):
 4. drives each scenario with wrk from another process, several runs;
 5. prints one table (medians over the runs) and the targets of issue 6.
 
+``--baseline REV`` also measures the mapapi of git revision REV against the
+current one in the same run (harness/baseline.py); ``--baseline-only`` runs
+just that comparison.
+
 Every process it starts is stopped on the way out, Ctrl-C and errors included.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -27,7 +30,9 @@ import time
 from pathlib import Path
 
 from harness.answers import check_same_answers
-from harness.data import scratch_postgres, seed_database
+from harness.baseline import compare_versions, comparison_seconds
+from harness.baseline_report import comparison_json, print_comparison
+from harness.data import database_for, seed_database
 from harness.load import ensure_wrk, load_phase
 from harness.profiling import profile_endpoints
 from harness.report import (
@@ -85,7 +90,23 @@ def parse_options(argv=None):
         action="store_true",
         help="measure mapapi and the bare view only (no floor, no FastAPI peer)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also measure the mapapi of git revision REV against the current one, "
+        "each scenario on both servers in turn, and report current/baseline",
+    )
+    parser.add_argument(
+        "--baseline-only",
+        action="store_true",
+        help="with --baseline: only the comparison, not the main table",
+    )
+    options = parser.parse_args(argv)
+    if options.baseline_only and not options.baseline:
+        parser.error("--baseline-only needs --baseline REV")
+    if options.baseline and options.profile is not None:
+        parser.error("--baseline and --profile do not go together")
+    return options
 
 
 def backends(options) -> list[str]:
@@ -94,15 +115,6 @@ def backends(options) -> list[str]:
     if url.startswith("postgresql") and not options.sqlite_only and options.profile is None:
         names.append("postgresql")
     return names
-
-
-@contextlib.contextmanager
-def database_for(backend: str, workdir: Path):
-    if backend == "sqlite":
-        yield f"sqlite:///{workdir / 'bench.sqlite3'}"
-    else:
-        with scratch_postgres(os.environ["MAPAPI_DATABASE_URL"]) as url:
-            yield url
 
 
 def benchmark_backend(backend, options, wrk, workdir, processes, servers) -> dict:
@@ -155,7 +167,7 @@ def count_access_lines(log_path: Path) -> int:
         return 0
 
 
-def write_json(path: Path, results: list[dict], options) -> None:
+def write_json(path: Path, results: list[dict], options, comparison: dict | None) -> None:
     def plain(result):
         return {
             "backend": result["backend"],
@@ -177,7 +189,8 @@ def write_json(path: Path, results: list[dict], options) -> None:
             {
                 "options": {k: str(v) for k, v in vars(options).items()},
                 "results": [plain(r) for r in results],
-            },
+            }
+            | ({"baseline": comparison_json(comparison)} if comparison else {}),
             indent=1,
         )
     )
@@ -193,11 +206,15 @@ def main(argv=None) -> int:
     # mapapi's scenarios and the references'; the bare view is measured before and after each
     scenarios = 15 + (0 if options.no_references else 6)
     per_run = scenarios * (options.duration + options.warmup + options.bare_duration)
-    slots = len(names) * options.runs * (per_run + options.bare_duration + options.warmup)
+    slots = 0 if options.baseline_only else (
+        len(names) * options.runs * (per_run + options.bare_duration + options.warmup)
+    )
+    if options.baseline:
+        slots += comparison_seconds(options, len(names))
     if options.profile is None:
         progress(f"backends: {', '.join(names)}; the load phase takes about {slots / 60:.1f} min")
     processes = Processes()
-    results = []
+    results, comparison = [], None
     with tempfile.TemporaryDirectory(prefix="mapapi-bench-") as directory:
         workdir = Path(directory)
         # The app reads instance/config.py from its instance folder: keep the
@@ -205,12 +222,14 @@ def main(argv=None) -> int:
         os.environ["MAPAPI_INSTANCE_PATH"] = str(workdir)
         try:
             servers = {}
-            if options.profile is None:
+            if options.profile is None and not options.baseline_only:
                 servers["bare"] = start_bare_server(processes, workdir)
-            for backend in names:
+            for backend in [] if options.baseline_only else names:
                 result = benchmark_backend(backend, options, wrk, workdir, processes, servers)
                 if result:
                     results.append(result)
+            if options.baseline:
+                comparison = compare_versions(options, names, wrk, workdir, processes)
         except KeyboardInterrupt:
             progress("interrupted: stopping the servers")
             return 130
@@ -218,7 +237,9 @@ def main(argv=None) -> int:
             processes.stop_all()
     if options.profile is not None:
         return 0
-    all_met = print_report(results, options, load_before, code)
+    all_met = print_report(results, options, load_before, code) if results else True
+    if comparison:
+        all_met &= print_comparison(comparison, options)
     for result in results:
         if result["access_log_lines"] == 0:
             print(
@@ -226,7 +247,7 @@ def main(argv=None) -> int:
                 "run: its access log was off."
             )
     if options.json:
-        write_json(options.json, results, options)
+        write_json(options.json, results, options, comparison)
     print(
         f"\ncommand: python benchmarks/run.py {' '.join(argv or sys.argv[1:])}".rstrip()
         + f"   total time {(time.monotonic() - started) / 60:.1f} min"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from .settings import (
     ACCOUNTS,
@@ -204,20 +206,11 @@ class Seeder:
         return tag_id
 
     def location_row(self, seeded: SeededMap, where: tuple) -> dict:
-        lat, lng, city = where
-        rng = self.rng
-        name = f"{rng.choice(WORDS_A)} {rng.choice(WORDS_B)}"
         created = self.tick()
         return {
             "id": self.models.new_id(),
             "map_id": seeded.id,
-            "name": name,
-            "lat": round(lat + rng.uniform(-0.05, 0.05), 6),
-            "lng": round(lng + rng.uniform(-0.05, 0.05), 6),
-            "description": f"{name}, a {rng.choice(TAG_NAMES)} spot worth the detour.",
-            "address": f"{rng.randint(1, 200)} {rng.choice(STREETS)}, {city}",
-            "category_id": rng.choice(seeded.category_ids + [None]),
-            "properties": location_properties(rng, name),
+            **location_fields(self.rng, where, seeded.category_ids),
             "created_at": created,
             "updated_at": created,
         }
@@ -225,6 +218,22 @@ class Seeder:
     def insert(self, table, rows: list[dict]) -> None:
         if rows:
             self.connection.execute(table.insert(), rows)
+
+
+def location_fields(rng: random.Random, where: tuple, category_ids: list[str]) -> dict:
+    """A location's own fields, by column: a name, a spot near ``where`` (lat, lng, city),
+    a description, an address, most often a category, and its properties."""
+    lat, lng, city = where
+    name = f"{rng.choice(WORDS_A)} {rng.choice(WORDS_B)}"
+    return {
+        "name": name,
+        "lat": round(lat + rng.uniform(-0.05, 0.05), 6),
+        "lng": round(lng + rng.uniform(-0.05, 0.05), 6),
+        "description": f"{name}, a {rng.choice(TAG_NAMES)} spot worth the detour.",
+        "address": f"{rng.randint(1, 200)} {rng.choice(STREETS)}, {city}",
+        "category_id": rng.choice(category_ids + [None]),
+        "properties": location_properties(rng, name),
+    }
 
 
 def location_properties(rng: random.Random, name: str) -> dict:
@@ -338,6 +347,16 @@ def analyze_postgres(engine) -> None:
     """What autovacuum would soon do after a bulk load: fresh statistics and visibility."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         connection.exec_driver_sql("VACUUM ANALYZE")
+
+
+@contextlib.contextmanager
+def database_for(backend: str, folder: Path):
+    """A fresh, empty database: a SQLite file in ``folder``, or a scratch PostgreSQL one."""
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / 'bench.sqlite3'}"
+    else:
+        with scratch_postgres(os.environ["MAPAPI_DATABASE_URL"]) as url:
+            yield url
 
 
 @contextlib.contextmanager

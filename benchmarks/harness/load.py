@@ -181,17 +181,10 @@ def load_phase(
     app_scenarios = [s for s in scenarios if s.server != "bare"]
 
     def measure(scenario, run, warmup, duration):
-        server, requests = servers[scenario.server], files[scenario.key]
-        if warmup > 0:
-            run_wrk(wrk, options, scenario, server, requests, warmup, processes)
-        result = run_wrk(wrk, options, scenario, server, requests, duration, processes)
-        progress(
-            f"  [{backend} run {run}/{options.runs}] {scenario.label:<28} "
-            f"{result.rps:8.1f} req/s  p50 {result.p50_ms:6.1f} ms  "
-            f"p99 {result.p99_ms:6.1f} ms  (server {result.server_cpu:.0f}% "
-            f"wrk {result.wrk_cpu:.0f}% CPU)"
-        )
-        return result
+        return measure_scenario(
+            wrk, options, scenario, servers[scenario.server], files[scenario.key],
+            (warmup, duration), processes, f"{backend} run {run}/{options.runs}",
+        )  # fmt: skip
 
     runs = []
     for run in range(1, options.runs + 1):
@@ -205,6 +198,33 @@ def load_phase(
         measured["bare"] = combine_bare(bares)
         runs.append(measured)
     return runs
+
+
+def measure_scenario(
+    wrk: str,
+    options,
+    scenario: Scenario,
+    server: Server,
+    request_file: Path,
+    seconds: tuple[float, float],
+    processes: Processes,
+    tag: str,
+) -> Measurement:
+    """A warm-up wrk run whose figures are dropped (none for 0 s), then the measured one.
+
+    ``seconds`` is (warm-up, measured); ``tag`` names the run in the progress line.
+    """
+    warmup, duration = seconds
+    if warmup > 0:
+        run_wrk(wrk, options, scenario, server, request_file, warmup, processes)
+    result = run_wrk(wrk, options, scenario, server, request_file, duration, processes)
+    progress(
+        f"  [{tag}] {scenario.label:<28} "
+        f"{result.rps:8.1f} req/s  p50 {result.p50_ms:6.1f} ms  "
+        f"p99 {result.p99_ms:6.1f} ms  (server {result.server_cpu:.0f}% "
+        f"wrk {result.wrk_cpu:.0f}% CPU)"
+    )
+    return result
 
 
 def merge_counts(counts) -> dict[str, int]:

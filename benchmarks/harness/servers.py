@@ -108,10 +108,17 @@ def server_environment(database_url: str, instance_path: Path) -> dict:
     }
 
 
-def start_app_server(processes: Processes, database_url: str, workdir: Path, name: str):
+def start_app_server(
+    processes: Processes,
+    database_url: str,
+    workdir: Path,
+    name: str,
+    mapapi: list[str] | None = None,
+):
+    """``mapapi serve``: this environment's, or the command ``mapapi`` names (another version)."""
     port = free_port()
     log_path = workdir / f"server-{name}.log"
-    command = mapapi_command() + [
+    command = (mapapi or mapapi_command()) + [
         "serve",
         "--host",
         "127.0.0.1",
