@@ -238,6 +238,14 @@ def worker_command():
 
 
 def _log_to_stderr() -> None:
+    """Time, level, logger and message on stderr.
+
+    The format names no thread, process or source line, so records skip
+    collecting them (the logging HOWTO's "Optimization"): the access log
+    writes one record per request.
+    """
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None  # no caller lookup (findCaller) per record
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
