@@ -23,9 +23,16 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
 
-#: Called with each statement's SQL before it runs (the tests' and the
-#: benchmark's statement counters listen here as well as on the engine).
+#: Called with the SQL of each statement sent past SQLAlchemy's Connection,
+#: before it runs (the tests' and the benchmark's statement counters listen
+#: here as well as on the engine).
 statement_listeners: list[Callable[[str], None]] = []
+
+
+def announce(sql: str) -> None:
+    """Tell the listeners that ``sql`` goes to the driver directly."""
+    for listener in statement_listeners:
+        listener(sql)
 
 
 class DriverQuery:
@@ -41,8 +48,7 @@ class DriverQuery:
         if compiled is None:
             compiled = self._compiled[engine.dialect.name] = _Compiled(self.statement, engine.dialect)
         sql, bound = compiled.sql, compiled.bind(parameters)
-        for listener in statement_listeners:
-            listener(sql)
+        announce(sql)
         dialect = engine.dialect
         connection = None
         try:
