@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .event_count import EventCounter
 from .settings import HERE, RAISED_LIMIT, SERVER_THREADS
 
 
@@ -108,7 +109,10 @@ def server_environment(database_url: str, instance_path: Path) -> dict:
     }
 
 
-def start_app_server(processes: Processes, database_url: str, workdir: Path, name: str):
+def start_app_server(
+    processes: Processes, database_url: str, workdir: Path, name: str, settings=None
+):
+    """``mapapi serve``; ``settings``: more ``MAPAPI_*`` variables for it."""
     port = free_port()
     log_path = workdir / f"server-{name}.log"
     command = mapapi_command() + [
@@ -120,7 +124,8 @@ def start_app_server(processes: Processes, database_url: str, workdir: Path, nam
         "--threads",
         str(SERVER_THREADS),
     ]
-    process = processes.start(command, server_environment(database_url, workdir), log_path)
+    environment = {**server_environment(database_url, workdir), **(settings or {})}
+    process = processes.start(command, environment, log_path)
     base = f"http://127.0.0.1:{port}"
     wait_until_serving(process, base + "/healthz", log_path)
     return Server(name, base, process, log_path)
@@ -167,5 +172,7 @@ class Server:
     base_url: str
     process: subprocess.Popen
     log_path: Path
+    #: Counts the events mapapi records, for the figures of writes.
+    events: EventCounter | None = None
 
 
