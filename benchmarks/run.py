@@ -9,7 +9,10 @@ One command, ``python benchmarks/run.py``, does everything (see README.md):
 3. serves the app with ``mapapi serve --threads 8`` and a bare Flask JSON view
    with the same waitress settings, each in its own process;
 4. drives each scenario with wrk from another process, several runs;
-5. prints one table (medians over the runs) and the targets of issue 6.
+5. prints one table (medians over the runs) and the targets of issue 6;
+6. measures what keeping another system in step costs (harness/sync.py): the
+   upsert of 100 beside the bulk create, the events each write scenario
+   records per second, and webhook deliveries per second.
 
 ``--baseline REV`` also measures the mapapi of git revision REV against the
 current one in the same run (harness/baseline.py); ``--baseline-only`` runs
@@ -33,6 +36,7 @@ from harness.answers import check_same_answers
 from harness.baseline import compare_versions, comparison_seconds
 from harness.baseline_report import comparison_json, print_comparison
 from harness.data import database_for, seed_database
+from harness.event_count import EventCounter
 from harness.load import ensure_wrk, load_phase
 from harness.profiling import profile_endpoints
 from harness.report import (
@@ -53,6 +57,15 @@ from harness.servers import (
 )
 from harness.settings import progress
 from harness.statements import count_statements
+from harness.sync import (
+    WRK_WRITES,
+    count_sync_statements,
+    measure_webhooks,
+    measure_writes,
+    summary,
+    sync_seconds,
+)
+from harness.sync_report import print_sync_header, print_sync_report
 
 
 def parse_options(argv=None):
@@ -101,11 +114,28 @@ def parse_options(argv=None):
         action="store_true",
         help="with --baseline: only the comparison, not the main table",
     )
+    parser.add_argument(
+        "--sync-only",
+        action="store_true",
+        help="only the sync measurements: upserts beside the bulk, events/s of the write "
+        "scenarios, webhook deliveries/s",
+    )
+    parser.add_argument(
+        "--sync-threads", type=int, default=8, help="threads of the upserts' load driver (8)"
+    )
+    parser.add_argument(
+        "--webhook-events",
+        type=int,
+        default=2000,
+        help="events delivered by each deliverer (rounded up to 100s; 2000)",
+    )
     options = parser.parse_args(argv)
     if options.baseline_only and not options.baseline:
         parser.error("--baseline-only needs --baseline REV")
     if options.baseline and options.profile is not None:
         parser.error("--baseline and --profile do not go together")
+    if options.baseline_only and options.sync_only:
+        parser.error("--baseline-only and --sync-only do not go together")
     return options
 
 
@@ -127,13 +157,20 @@ def benchmark_backend(backend, options, wrk, workdir, processes, servers) -> dic
             profile_endpoints(url, scenarios, options.profile, workdir)
             return {}
         progress(f"{backend}: counting SQL statements in-process")
-        statements = count_statements(url, scenarios + statement_probes(seeded, scenarios))
-        if not options.no_references:
+        if options.sync_only:
+            scenarios = [s for s in scenarios if s.key == "bare" or s.key in WRK_WRITES]
+            statements = {}
+        else:
+            statements = count_statements(url, scenarios + statement_probes(seeded, scenarios))
+        sync_statements = count_sync_statements(url, seeded)
+        with_references = not (options.no_references or options.sync_only)
+        if with_references:
             scenarios += reference_scenarios(scenarios)
         progress(f"{backend}: starting mapapi serve and the references")
         started = {"app": start_app_server(processes, url, workdir, backend)}
+        started["app"].events = counter = EventCounter(url)
         try:
-            if not options.no_references:
+            if with_references:
                 started["floor"] = start_floor_server(processes, url, workdir, backend)
                 started["peer"] = start_peer_server(processes, url, workdir, backend)
                 references = {name: started[name] for name in ("floor", "peer")}
@@ -141,14 +178,23 @@ def benchmark_backend(backend, options, wrk, workdir, processes, servers) -> dic
             runs = load_phase(
                 wrk, options, scenarios, {**servers, **started}, workdir, processes, backend
             )
+            progress(f"{backend}: the upserts beside the bulk create")
+            sync_runs = measure_writes(options, seeded, started["app"], backend)
         finally:
+            counter.close()
             for server in started.values():
                 stop_server(processes, server)
+        progress(f"{backend}: webhook deliveries")
+        deliveries = measure_webhooks(options, url, seeded, workdir, processes, backend)
+        sync = summary(options, scenarios, runs, sync_runs, sync_statements, deliveries)
+        if options.sync_only:
+            return {"backend": backend, "sync": sync}
         app_server = started["app"]
         rows = median_rows(scenarios, runs, statements)
         targets, extra = evaluate_targets(runs, statements)
         return {
             "backend": backend,
+            "sync": sync,
             "rows": rows,
             "targets": targets,
             "extra": extra,
@@ -169,8 +215,11 @@ def count_access_lines(log_path: Path) -> int:
 
 def write_json(path: Path, results: list[dict], options, comparison: dict | None) -> None:
     def plain(result):
+        if options.sync_only:
+            return result
         return {
             "backend": result["backend"],
+            "sync": result["sync"],
             "rows": [
                 {"scenario": r.scenario.key, "label": r.scenario.label}
                 | {name: value for name, value in vars(r).items() if name != "scenario"}
@@ -204,10 +253,14 @@ def main(argv=None) -> int:
     names = backends(options)
     wrk = ensure_wrk() if options.profile is None else None
     # mapapi's scenarios and the references'; the bare view is measured before and after each
-    scenarios = 15 + (0 if options.no_references else 6)
+    if options.sync_only:
+        scenarios = len(WRK_WRITES)
+    else:
+        scenarios = 15 + (0 if options.no_references else 6)
     per_run = scenarios * (options.duration + options.warmup + options.bare_duration)
     slots = 0 if options.baseline_only else (
         len(names) * options.runs * (per_run + options.bare_duration + options.warmup)
+        + len(names) * sync_seconds(options)
     )
     if options.baseline:
         slots += comparison_seconds(options, len(names))
@@ -237,11 +290,16 @@ def main(argv=None) -> int:
             processes.stop_all()
     if options.profile is not None:
         return 0
-    all_met = print_report(results, options, load_before, code) if results else True
+    if options.sync_only:
+        print_sync_header(load_before, code)
+    all_met = True
+    if results:
+        all_met = options.sync_only or print_report(results, options, load_before, code)
+        all_met &= print_sync_report(results, options)
     if comparison:
         all_met &= print_comparison(comparison, options)
     for result in results:
-        if result["access_log_lines"] == 0:
+        if result.get("access_log_lines") == 0:
             print(
                 f"note ({result['backend']}): the server wrote no access-log lines during the "
                 "run: its access log was off."

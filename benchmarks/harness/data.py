@@ -43,6 +43,8 @@ class Seeded:
     counts: dict[str, int]
     big_point: tuple[float, float]  # (lng, lat) of the big map's first location
     rare_tag: str  # a tag of the big map on RARE_TAG_LOCATIONS of its locations
+    #: A map of the account that the main table leaves alone (the sync writes' own).
+    spare: SeededMap | None = None
 
 
 CITIES = [
@@ -316,8 +318,9 @@ def seed_database(database_url: str) -> Seeded:
         db.engine.dispose()
     progress(f"  seeded {seeder.counts} in {time.monotonic() - started:.1f} s")
     return Seeded(
-        secrets[0], maps[0], writes, big, layer_sets, seeder.counts, tuple(big_point), rare_tag
-    )
+        secrets[0], maps[0], writes, big, layer_sets, seeder.counts, tuple(big_point), rare_tag,
+        spare=maps[2],
+    )  # fmt: skip
 
 
 def membership_sets(layer_ids: list[str]) -> list[list[str]]:

@@ -30,6 +30,8 @@ class Measurement:
     reference_rps: float = 0.0
     #: For the bare view of a run: (max - min) / mean of its measurements.
     spread: float = 0.0
+    #: Events the server recorded meanwhile (None: it has no ``events`` counter).
+    events: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -39,6 +41,10 @@ class Measurement:
     def cpu_ms_per_request(self) -> float:
         """Server CPU per request: steadier than requests/s when others share the machine."""
         return 10 * self.server_cpu / self.rps
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events * self.rps / self.requests
 
 
 def ensure_wrk() -> str:
@@ -106,7 +112,11 @@ def run_wrk(
     duration: float,
     processes: Processes,
 ) -> Measurement:
-    """One wrk run; wrk's own CPU time is the rusage of the child that just ended."""
+    """One wrk run; wrk's own CPU time is the rusage of the child that just ended.
+
+    The server's CPU time and, when it has an ``events`` counter, the events
+    it recorded are read just before wrk starts and just after it ends.
+    """
     command = [
         wrk,
         f"-t{options.wrk_threads}",
@@ -120,6 +130,7 @@ def run_wrk(
         "--",
         str(request_file),
     ]
+    events_mark = server.events.mark() if server.events else None
     server_before, wrk_before = process_cpu_seconds(server.process.pid), children_cpu_seconds()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     processes.running.append(process)
@@ -130,6 +141,7 @@ def run_wrk(
         processes.running.remove(process)
     wrk_cpu = children_cpu_seconds() - wrk_before
     server_cpu = process_cpu_seconds(server.process.pid) - server_before
+    events = server.events.since(events_mark) if server.events else None
     result = next(
         (
             json.loads(line.split(" ", 1)[1])
@@ -158,6 +170,7 @@ def run_wrk(
         unexpected=unexpected,
         server_cpu=100 * server_cpu / seconds,
         wrk_cpu=100 * wrk_cpu / seconds,
+        events=events,
     )
 
 

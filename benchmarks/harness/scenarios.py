@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from .data import Seeded, location_properties
+from .data import Seeded, SeededMap, location_properties
 from .settings import API, BULK_SIZE, LOCATIONS_PER_MAP, PAGE_SIZE
 
 
@@ -32,6 +32,20 @@ class Scenario:
     creates: int = 0
 
 
+def location_item(rng: random.Random, writes: SeededMap, number: int) -> dict:
+    """One location as the write scenarios send it: a category, 2 tags, properties."""
+    name = f"Bench spot {number}"
+    return {
+        "name": name,
+        "lat": round(rng.uniform(48.80, 48.90), 6),
+        "lng": round(rng.uniform(2.25, 2.42), 6),
+        "address": f"{number} Rue de Rivoli, Paris",
+        "description": "Added by the benchmark.",
+        "categoryId": rng.choice(writes.category_ids),
+        "tagIds": rng.sample(writes.tag_ids, 2),
+        "properties": location_properties(rng, name),
+    }
+
 
 def build_scenarios(seeded: Seeded) -> list[Scenario]:
     rng = random.Random(7)
@@ -39,21 +53,10 @@ def build_scenarios(seeded: Seeded) -> list[Scenario]:
     json_auth = {**auth, "Content-Type": "application/json"}
     rich, writes, big = seeded.rich, seeded.writes, seeded.big
 
-    def new_location(number: int) -> dict:
-        name = f"Bench spot {number}"
-        return {
-            "name": name,
-            "lat": round(rng.uniform(48.80, 48.90), 6),
-            "lng": round(rng.uniform(2.25, 2.42), 6),
-            "address": f"{number} Rue de Rivoli, Paris",
-            "description": "Added by the benchmark.",
-            "categoryId": rng.choice(writes.category_ids),
-            "tagIds": rng.sample(writes.tag_ids, 2),
-            "properties": location_properties(rng, name),
-        }
-
     singles = [
-        Request("POST", f"{API}/maps/{writes.id}/locations", json.dumps(new_location(n)))
+        Request(
+            "POST", f"{API}/maps/{writes.id}/locations", json.dumps(location_item(rng, writes, n))
+        )
         for n in range(50)
     ]
     bulks = [
@@ -61,7 +64,11 @@ def build_scenarios(seeded: Seeded) -> list[Scenario]:
             "POST",
             f"{API}/maps/{writes.id}/locations/bulk",
             json.dumps(
-                {"locations": [new_location(batch * BULK_SIZE + n) for n in range(BULK_SIZE)]}
+                {
+                    "locations": [
+                        location_item(rng, writes, batch * BULK_SIZE + n) for n in range(BULK_SIZE)
+                    ]
+                }
             ),
         )
         for batch in range(4)

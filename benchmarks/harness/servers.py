@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .event_count import EventCounter
 from .settings import HERE, RAISED_LIMIT, SERVER_THREADS
 
 
@@ -114,8 +115,10 @@ def start_app_server(
     workdir: Path,
     name: str,
     mapapi: list[str] | None = None,
+    settings=None,
 ):
-    """``mapapi serve``: this environment's, or the command ``mapapi`` names (another version)."""
+    """``mapapi serve``: this environment's, or the command ``mapapi`` names
+    (another version); ``settings``: more ``MAPAPI_*`` variables for it."""
     port = free_port()
     log_path = workdir / f"server-{name}.log"
     command = (mapapi or mapapi_command()) + [
@@ -127,7 +130,8 @@ def start_app_server(
         "--threads",
         str(SERVER_THREADS),
     ]
-    process = processes.start(command, server_environment(database_url, workdir), log_path)
+    environment = {**server_environment(database_url, workdir), **(settings or {})}
+    process = processes.start(command, environment, log_path)
     base = f"http://127.0.0.1:{port}"
     wait_until_serving(process, base + "/healthz", log_path)
     return Server(name, base, process, log_path)
@@ -174,5 +178,7 @@ class Server:
     base_url: str
     process: subprocess.Popen
     log_path: Path
+    #: Counts the events mapapi records, for the figures of writes.
+    events: EventCounter | None = None
 
 

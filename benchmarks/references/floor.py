@@ -263,7 +263,7 @@ def get_map(map_id):
 
 LOCATIONS = """
     SELECT id, created_at, map_id, updated_at, name, lat, lng, description, address,
-           category_id, properties
+           category_id, properties, external_id
     FROM locations WHERE map_id = ? ORDER BY pk LIMIT ? OFFSET ?"""
 TAGS = """
     SELECT location_id, tag_id FROM location_tags WHERE location_id IN ({})
@@ -313,6 +313,7 @@ def list_locations(map_id):
             "updatedAt": timestamp(row[3]), "name": row[4], "lat": row[5], "lng": row[6],
             "description": row[7], "address": row[8], "categoryId": row[9],
             "properties": orjson.Fragment(row[10]) if isinstance(row[10], str) else row[10],
+            "externalId": row[11],
             "tagIds": tags.get(row[0], []),
             "layers": [layer_json(layer) for layer in layers.get(row[0], [])],
         }

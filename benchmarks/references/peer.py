@@ -123,6 +123,7 @@ class Location(Base):
     address: Mapped[str]
     category_id: Mapped[str | None]
     properties: Mapped[dict] = mapped_column(JSON)
+    external_id: Mapped[str | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     tags: Mapped[list[LocationTag]] = relationship(order_by=LocationTag.position)
@@ -183,6 +184,7 @@ class LocationOut(Out):
     address: str
     category_id: str | None
     properties: dict[str, Any]
+    external_id: str | None
     tag_ids: list[str]
     layers: list[LayerOut]
 
