@@ -28,6 +28,8 @@ TRICKY_LOCATIONS = [
     {"name": "100% pure_cotton \\ shop", "description": "{braces} (parens) + - ."},
     {"name": "Kelvin \u212a", "description": "ǅungla", "address": "ﬁne ligature"},
     {"name": "plain"},
+    # Every trigram of "old mill", though not "old mill" itself.
+    {"name": "Old Harbour", "description": "by the mill"},
 ]
 TRICKY_QUERIES = [
     # Shorter than a trigram (also once lower-cased, or only then)
@@ -39,7 +41,7 @@ TRICKY_QUERIES = [
     "🍕 p", "🍕 🎉", "y 🎉", "👨‍👩‍👧", "\u200d👩\u200d", "👩",
     '""', '"hi"', 'say "hi', '" OR "', "OR", "NEAR", "near(a", "NEAR(a b)", "a*b", "b*",
     "AND NOT", "NOT c", "col:val", "col:", "^st", "{braces}", "(parens) +", "- .",
-    "0% p", "e_c", '" OR N', "e\\ s", " \\ ", "kelvin k", "ǆun", "ǅUN", "ﬁne", "fine", "plain",
+    "0% p", "e_c", '" OR N', "e\\ s", " \\ ", "kelvin k", "ǆun", "ǅUN", "ﬁne", "fine", "plain", "old mill", "old harbour", "r by",
     "x" * 200, "no such text",
 ]  # fmt: skip
 
@@ -113,6 +115,7 @@ def test_q_answers_by_the_rule_whatever_the_text(app, api, map_id):
     assert searched(api, map_id, '" OR N') == ['Say "hi" OR NEAR(a b)']
     assert searched(api, map_id, "ﬁne") == ["Kelvin \u212a"]
     assert searched(api, map_id, "fine") == []  # no compatibility folding
+    assert searched(api, map_id, "old mill") == []
 
 
 def test_q_follows_every_write_of_the_searched_fields(app, api, map_id):

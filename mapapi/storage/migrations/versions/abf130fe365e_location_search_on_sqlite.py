@@ -24,7 +24,7 @@ depends_on = None
 CREATE = [
     (
         "CREATE VIRTUAL TABLE location_search USING fts5(name_folded, description_folded,"
-        " address_folded, tokenize = 'trigram case_sensitive 1')"
+        " address_folded, tokenize = 'trigram case_sensitive 1', detail = none)"
     ),
     (
         "CREATE TRIGGER location_search_insert AFTER INSERT ON locations BEGIN"
