@@ -41,7 +41,8 @@ TRICKY_QUERIES = [
     "🍕 p", "🍕 🎉", "y 🎉", "👨‍👩‍👧", "\u200d👩\u200d", "👩",
     '""', '"hi"', 'say "hi', '" OR "', "OR", "NEAR", "near(a", "NEAR(a b)", "a*b", "b*",
     "AND NOT", "NOT c", "col:val", "col:", "^st", "{braces}", "(parens) +", "- .",
-    "0% p", "e_c", '" OR N', "e\\ s", " \\ ", "kelvin k", "ǆun", "ǅUN", "ﬁne", "fine", "plain", "old mill", "old harbour", "r by",
+    "0% p", "e_c", '" OR N', "e\\ s", " \\ ", "kelvin k", "ǆun", "ǅUN", "ﬁne", "fine", "plain",
+    "old mill", "old harbour", "r by",
     "x" * 200, "no such text",
 ]  # fmt: skip
 
