@@ -131,6 +131,19 @@ def test_q_follows_edits_of_the_searched_fields(api, map_id):
     assert listed(api, map_id, "q=old") == []
 
 
+def test_q_and_the_name_sort_follow_an_upsert_of_the_searched_fields(api, map_id):
+    bulk(api, map_id, {"name": "Zed", "externalId": "e1"}, {"name": "Middle"})
+    response = api.post(
+        f"/maps/{map_id}/locations/upsert",
+        json={"locations": [{"externalId": "e1", "name": "ALPHA", "address": "Rue Neuve"}]},
+    )
+    assert response.status_code == 200, response.get_json()
+    assert listed(api, map_id, "q=alpha") == ["ALPHA"]
+    assert listed(api, map_id, "q=neuve") == ["ALPHA"]
+    assert listed(api, map_id, "q=zed") == []
+    assert listed(api, map_id, "sort=name") == ["ALPHA", "Middle"]
+
+
 @pytest.mark.parametrize("value", ["", "   ", "x" * 201, "a\x00b"])
 def test_a_bad_q_is_a_validation_error_keyed_q(api, map_id, value):
     details = validation_details(api.get(f"/maps/{map_id}/locations", query_string={"q": value}))

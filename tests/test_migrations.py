@@ -5,7 +5,7 @@ from datetime import datetime
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from flask_migrate import upgrade
+from flask_migrate import downgrade, upgrade
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
@@ -15,6 +15,8 @@ from mapapi.storage.search_indexes import TRIGRAM_INDEXES, include_object
 from mapapi.storage.upgrade import pending_migrations
 
 from . import backends
+from .factories import ApiClient, create_key
+from .test_location_search import assert_search_table_in_step, differences, searched
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -54,7 +56,8 @@ def test_migrations_create_exactly_the_models_schema(migration_app):
         upgrade()
         assert not pending_migrations()
         tables = set(inspect(db.engine).get_table_names())
-    assert tables == set(db.metadata.tables) | {"alembic_version"}
+    modelled = {name for name in tables if include_object(None, name, "table", True, None)}
+    assert modelled == set(db.metadata.tables) | {"alembic_version"}
     assert schema_differences(migration_app) == []
 
 
@@ -82,6 +85,105 @@ def test_migrations_and_create_all_make_the_trigram_indexes_on_postgresql(migrat
             indexes = set(connection.execute(text(listed)).scalars())
     assert "ix_locations_map_id_lat_lng" in indexes
     assert (set(TRIGRAM_INDEXES) & indexes) == (set(TRIGRAM_INDEXES) if on_postgresql else set())
+
+
+def search_schema(app) -> list[tuple]:
+    """The search table, its FTS5 tables and its triggers as SQLite keeps
+    them (type, name, table, SQL with its white space collapsed)."""
+    listed = text(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master"
+        " WHERE name LIKE 'location\\_search%' ESCAPE '\\' ORDER BY type, name"
+    )
+    with app.app_context(), db.engine.connect() as connection:
+        rows = connection.execute(listed).all()
+    return [(kind, name, table, " ".join((sql or "").split())) for kind, name, table, sql in rows]
+
+
+def test_migrations_and_create_all_make_the_same_search_table_on_sqlite(migration_app, tmp_path):
+    with migration_app.app_context():
+        if db.engine.dialect.name != "sqlite":
+            pytest.skip("PostgreSQL's trigram indexes have their own test")
+        upgrade()
+    created = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'created.sqlite3'}"})
+    with created.app_context():
+        db.create_all()
+    migrated = search_schema(migration_app)
+    assert {(kind, name) for kind, name, _table, _sql in migrated} >= {
+        ("table", "location_search"),
+        ("table", "location_search_content"),
+        ("trigger", "location_search_insert"),
+        ("trigger", "location_search_update"),
+        ("trigger", "location_search_delete"),
+    }
+    assert search_schema(created) == migrated
+    with created.app_context():
+        db.engine.dispose()
+
+
+def test_downgrade_drops_the_search_table_and_its_triggers(migration_app):
+    with migration_app.app_context():
+        upgrade()
+        downgrade(revision=BEFORE_SEARCH_TABLE)
+        if db.engine.dialect.name == "sqlite":
+            assert search_schema(migration_app) == []
+        with db.engine.begin() as connection:  # no trigger left that writes to it
+            _insert_locations(connection, [("Café", "", "")])
+        upgrade()
+    assert_search_table_in_step(migration_app)
+
+
+def test_upgrade_indexes_the_locations_already_there(migration_app):
+    """A database of the revision before the search table, with locations:
+    ``mapapi db upgrade`` fills the table, and ``q`` finds them."""
+    with migration_app.app_context():
+        upgrade(revision=BEFORE_SEARCH_TABLE)
+        with db.engine.begin() as connection:
+            _insert_locations(
+                connection,
+                [("İstanbul Kebap", "", "İSTİKLAL Cd."), ("Straße", "ΟΔΥΣΣΕΥΣ", ""),
+                 ("Old Mill", "by the river", "1 River Road"), ("🍕 Party", "", "")],
+            )  # fmt: skip
+    upgraded = migration_app.test_cli_runner().invoke(args=["db", "upgrade"])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert_search_table_in_step(migration_app)
+    api = ApiClient(migration_app.test_client(), create_key(migration_app, "searcher@example.com"))
+    map_id = _IDS["map"]
+    assert searched(api, map_id, "river") == ["Old Mill"]
+    assert searched(api, map_id, "İst") == ["İstanbul Kebap"]
+    assert searched(api, map_id, "ευς") == ["Straße"]
+    assert differences(api, map_id, ["🍕 p", "strasse", "straße", "ri", "1 r", "cd."]) == {}
+
+
+BEFORE_SEARCH_TABLE = "5c3e9a1b7d20"
+
+
+def _insert_locations(connection, rows) -> None:
+    """An account (``searcher@example.com``), its map, and locations (name,
+    description, address) written as the revision before the search table
+    wrote them."""
+    now = datetime(2026, 11, 21, 9, 30)
+    connection.execute(
+        text(
+            "INSERT INTO accounts (id, email, plan, created_at)"
+            " VALUES (:account, 'searcher@example.com', 'pro', :now)"
+        ),
+        {**_IDS, "now": now},
+    )
+    connection.execute(text(_BEFORE_EXTERNAL_ID[1]), {**_IDS, "now": now})  # the map
+    connection.execute(
+        text(
+            "INSERT INTO locations (id, map_id, name, lat, lng, description, address, properties,"
+            " name_folded, description_folded, address_folded, created_at, updated_at)"
+            " VALUES (:id, :map, :name, 0, 0, :description, :address, '{}', :name_folded,"
+            " :description_folded, :address_folded, :now, :now)"
+        ),
+        [
+            {"id": f"{n:022d}", "map": _IDS["map"], "now": now, "name": name,
+             "description": description, "address": address, "name_folded": name.lower(),
+             "description_folded": description.lower(), "address_folded": address.lower()}
+            for n, (name, description, address) in enumerate(rows)
+        ],
+    )  # fmt: skip
 
 
 def test_upgrade_fills_the_lower_cased_copies_of_existing_locations(migration_app):

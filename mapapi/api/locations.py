@@ -212,7 +212,7 @@ def export_geojson(map_id):
     order; `properties` the location's own object).
     """
     map_ = read_map(map_id)
-    chosen = selection(load_query())
+    chosen = selection(load_query(), search_index=False)
     features = stream_with_context(export_features(map_.id, chosen))
     return current_app.response_class(features, mimetype=GEOJSON)
 

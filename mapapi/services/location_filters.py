@@ -5,7 +5,8 @@ A box reads the (map_id, lat, lng) index, ``updatedSince`` and the
 name_folded, pk); a tag, a layer or a category is looked up by its own
 index on the link table or the category column. ``q`` compares the stored
 lower-cased copies (``models.fold``), so that both databases answer as
-Python's ``str.lower()`` does.
+Python's ``str.lower()`` does; the search indexes find the rows to compare
+(``storage.search_indexes``).
 """
 
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from ..storage.models import (
     fold,
     location_layers,
 )
+from ..storage.search_indexes import found_by_search_index, has_trigram
 
 _locations, _links = Location.__table__, LocationTag.__table__
 
@@ -37,9 +39,10 @@ class Selection:
     where: tuple
     key: object
     descending: bool
-    #: Whether a filter names a category, tag or layer, whose own index finds
-    #: its few locations sooner than the map's index finds them among all.
-    by_id: bool = False
+    #: Whether a filter has an index of its own (a category, tag or layer;
+    #: q's search table on SQLite), which finds its few locations sooner
+    #: than the map's index finds them among all.
+    own_index: bool = False
 
     @property
     def is_plain(self) -> bool:
@@ -55,7 +58,7 @@ class Selection:
         has statistics and chooses by itself.
         """
         condition = _locations.c.map_id == map_id
-        return _likely(condition) if self.by_id else condition
+        return _likely(condition) if self.own_index else condition
 
     def order_by(self) -> tuple:
         pk = _locations.c.pk
@@ -83,18 +86,25 @@ _SORT_KEYS = {
 }
 
 
-def selection(query: dict) -> Selection:
-    """The Selection of a loaded LocationFilterSchema query."""
+def selection(query: dict, *, search_index: bool = True) -> Selection:
+    """The Selection of a loaded LocationFilterSchema query.
+
+    ``search_index=False`` answers ``q`` by testing the map's rows without
+    the search table: for a walk of the whole map in keyset pages (the
+    export), which reads each row once that way, where the search table
+    would find every match again for each page.
+    """
     sort = query.get("sort", "createdAt")
+    searched = search_index and "q" in query and has_trigram(fold(query["q"]))
     return Selection(
-        where=tuple(_conditions(query)),
+        where=tuple(_conditions(query, searched)),
         key=_SORT_KEYS[sort.removeprefix("-")],
         descending=sort.startswith("-"),
-        by_id=any(name in query for name in ("category_id", "tag_ids", "layer_id")),
+        own_index=searched or any(name in query for name in ("category_id", "tag_ids", "layer_id")),
     )
 
 
-def _conditions(query: dict):
+def _conditions(query: dict, searched: bool):
     c = _locations.c
     if "bbox" in query:
         west, south, east, north = query["bbox"]
@@ -104,8 +114,10 @@ def _conditions(query: dict):
         else:  # across the antimeridian
             yield or_(c.lng >= west, c.lng <= east)
     if "q" in query:
-        pattern = "%" + _escape_like(fold(query["q"])) + "%"
-        yield or_(*(c[column].like(pattern, escape="\\") for column in FOLDED_COLUMNS))
+        folded = fold(query["q"])
+        pattern = "%" + _escape_like(folded) + "%"
+        exact = or_(*(c[column].like(pattern, escape="\\") for column in FOLDED_COLUMNS))
+        yield found_by_search_index(exact, folded) if searched else exact
     if "category_id" in query:
         yield _id_matches(c.category_id, query["category_id"])
     for tag_id in dict.fromkeys(query.get("tag_ids", ())):

@@ -18,7 +18,14 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from ..contract.schemas import LocationSchema
 from ..contract.serialization import compile_dumper
 from ..extensions import db
-from ..storage.models import Location, LocationTag, Map, could_be_id, location_layers
+from ..storage.models import (
+    Location,
+    LocationTag,
+    Map,
+    could_be_id,
+    folded_copies,
+    location_layers,
+)
 from ..timeutil import utcnow
 from . import journal
 from .changes import same_value
@@ -202,7 +209,9 @@ def _write_updates(updates: list[_Update]) -> set[str]:
             memberships.extend({"location_id": location_id, "layer_id": i} for i in layer_ids)
         if columns or tag_ids is not None or layer_ids is not None:
             values = {name: columns.get(name, step.current[name]) for name in _COLUMNS}
-            rows.append({**values, "updated_at": now, "location_id": location_id})
+            rows.append(
+                {**values, **folded_copies(values), "updated_at": now, "location_id": location_id}
+            )
     connection = db.session.connection()
     if rows:
         connection.execute(_UPDATE, rows)

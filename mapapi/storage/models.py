@@ -265,10 +265,17 @@ def fold(text: str) -> str:
     return text.lower()
 
 
+def folded_copies(values) -> dict[str, str]:
+    """The lower-cased copies of the searched texts in ``values`` (a
+    location's columns by name): what an UPDATE made without the ORM must
+    set with them."""
+    return {folded: fold(values[source]) for folded, source in FOLDED_COLUMNS.items()}
+
+
 def _folded(source: str) -> Mapped[str]:
     """``source`` lower-cased, stored: written with the row by any INSERT
     that leaves it out (Core's executemany included), kept in step by an
-    ORM update (``_refold``)."""
+    ORM update (``_refold``) and by ``folded_copies`` in a Core one."""
 
     def default(context) -> str:
         return fold(context.get_current_parameters().get(source) or "")
