@@ -146,7 +146,7 @@ def serving(version: Version, backend: str, workdir: Path, processes: Processes)
             version, ["keys", "create", ACCOUNT, "--name", "benchmark"], environment, folder
         )
         secret = created.split()[-1]
-        server = start_app_server(processes, url, folder, version.name, version.mapapi)
+        server = start_app_server(processes, url, folder, version.name, mapapi=version.mapapi)
         try:
             progress(f"{backend} {version.name}: seeding over HTTP")
             seeded = seed_over_http(server.base_url, secret)

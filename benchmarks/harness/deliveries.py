@@ -93,7 +93,9 @@ class _Place:
         """``mapapi serve`` (delivering in its background thread) or ``count`` workers."""
         if command == "serve":
             name = f"{self.backend}-delivering"
-            server = start_app_server(self.processes, self.url, self.workdir, name, ALLOW_PRIVATE)
+            server = start_app_server(
+                self.processes, self.url, self.workdir, name, settings=ALLOW_PRIVATE
+            )
             return [(server.process, server.log_path)]
         environment = {**server_environment(self.url, self.workdir), **ALLOW_PRIVATE}
         started = []
@@ -112,7 +114,9 @@ def measure_deliveries(url, seeded: Seeded, events: int, workdir: Path, processe
                        backend: str) -> list[Delivery]:  # fmt: skip
     place = _Place(url, workdir, processes, backend)
     not_delivering = {**ALLOW_PRIVATE, "MAPAPI_WEBHOOKS_DELIVER": "0"}
-    api = start_app_server(processes, url, workdir, f"{backend}-webhooks", not_delivering)
+    api = start_app_server(
+        processes, url, workdir, f"{backend}-webhooks", settings=not_delivering
+    )
     receiver, counter = Receiver(), EventCounter(url)
     receiver.start()
     headers = auth_headers(seeded)

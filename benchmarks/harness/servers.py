@@ -114,6 +114,7 @@ def start_app_server(
     database_url: str,
     workdir: Path,
     name: str,
+    *,
     mapapi: list[str] | None = None,
     settings=None,
 ):

@@ -141,10 +141,9 @@ def identify() -> None:
         g.auth_error = APIError(403, "INSUFFICIENT_SCOPE", "This API key is read-only.")
 
 
-def enforce() -> None:
-    """Refuse the request with the check ``identify`` found failing."""
-    if g.get("auth_error") is not None:
-        raise g.auth_error
+def refusal() -> APIError | None:
+    """The refusal of the first check ``identify`` found failing, if any."""
+    return g.get("auth_error")
 
 
 def _path_map_id() -> str | None:

@@ -21,18 +21,16 @@ _NOT_COMPRESSED = frozenset({204, 206, 304})
 def compress(response):
     """gzip-encode ``response`` when it is large enough and the client accepts gzip."""
     minimum = current_app.config["GZIP_MIN_BYTES"]
-    if (
-        not minimum
-        or response.status_code in _NOT_COMPRESSED
-        or "Content-Encoding" in response.headers
-        or "Content-Range" in response.headers
-    ):
+    if not minimum or response.status_code in _NOT_COMPRESSED:
         return response
     # A file sent as is (send_file) or a generator is passed on as it is read;
-    # only what is already in memory is measured.
+    # only what is already in memory is measured. Most answers are small:
+    # measured first, before the headers are searched.
     streamed = response.direct_passthrough or response.is_streamed
     size = response.content_length if streamed else response.calculate_content_length()
-    if size is not None and size < minimum:
+    if (size is not None and size < minimum) or (
+        "Content-Encoding" in response.headers or "Content-Range" in response.headers
+    ):
         return response
     response.vary.add("Accept-Encoding")
     if request.accept_encodings.quality("gzip") <= 0:

@@ -1,7 +1,7 @@
 """The two request hooks: the steps every request and every response pass."""
 
 from . import access_log, auth, compression, cors, etags, headers, idempotency, payload, ratelimit
-from .errors import APIError
+from .errors import APIError, error_response
 
 
 def before_request():
@@ -22,7 +22,9 @@ def before_request():
     preflight = cors.preflight_response()
     if preflight is not None:
         return preflight
-    auth.enforce()  # 2, 3
+    refusal = auth.refusal()  # 2, 3
+    if refusal is not None:
+        return error_response(refusal)  # as its handler would, without the raise
     seen = idempotency.seen_before()  # 5
     ratelimit.check_route_limit(answered=seen is not None)  # 6
     if isinstance(seen, APIError):
