@@ -24,6 +24,7 @@ from limits.strategies import MovingWindowRateLimiter, RateLimiter
 from ..extensions import limiter
 from .auth import is_api_request
 from .errors import APIError
+from .memory_window import SteadyMemoryStorage
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class FailoverLimiter:
     def __init__(self, primary: RateLimiter, retry_seconds: float):
         self.primary = primary
         self.retry_seconds = retry_seconds
-        self.fallback = MovingWindowRateLimiter(MemoryStorage())
+        self.fallback = MovingWindowRateLimiter(SteadyMemoryStorage())
         self.down = False
         self.retry_at = 0.0
         self._lock = threading.Lock()
@@ -111,8 +112,11 @@ class Buckets:
             bucket: parse(app.config[setting]) for bucket, setting in BUCKET_SETTINGS.items()
         }
         self.prefix = app.config["RATELIMIT_KEY_PREFIX"]
+        primary = limiter.limiter
+        if isinstance(limiter.storage, MemoryStorage):  # counted in this process
+            primary = type(primary)(SteadyMemoryStorage())
         self.limiter = FailoverLimiter(
-            limiter.limiter, float(app.config["RATELIMIT_STORAGE_RETRY_SECONDS"])
+            primary, float(app.config["RATELIMIT_STORAGE_RETRY_SECONDS"])
         )
 
     def identifiers(self, bucket: str, identity: str) -> tuple[RateLimitItem, str, str, str]:
