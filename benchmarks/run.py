@@ -46,13 +46,20 @@ from harness.report import (
     median_rows,
     print_report,
 )
-from harness.scenarios import build_scenarios, reference_scenarios, statement_probes
+from harness.scenarios import (
+    GUARDED_SCENARIOS,
+    build_scenarios,
+    reference_scenarios,
+    statement_probes,
+    unguarded_scenarios,
+)
 from harness.servers import (
     Processes,
     start_app_server,
     start_bare_server,
     start_floor_server,
     start_peer_server,
+    start_unguarded_server,
     stop_server,
 )
 from harness.settings import progress
@@ -166,10 +173,14 @@ def benchmark_backend(backend, options, wrk, workdir, processes, servers) -> dic
         with_references = not (options.no_references or options.sync_only)
         if with_references:
             scenarios += reference_scenarios(scenarios)
+        if not options.sync_only:
+            scenarios += unguarded_scenarios(scenarios)
         progress(f"{backend}: starting mapapi serve and the references")
         started = {"app": start_app_server(processes, url, workdir, backend)}
         started["app"].events = counter = EventCounter(url)
         try:
+            if not options.sync_only:
+                started["unguarded"] = start_unguarded_server(processes, url, workdir, backend)
             if with_references:
                 started["floor"] = start_floor_server(processes, url, workdir, backend)
                 started["peer"] = start_peer_server(processes, url, workdir, backend)
@@ -256,7 +267,7 @@ def main(argv=None) -> int:
     if options.sync_only:
         scenarios = len(WRK_WRITES)
     else:
-        scenarios = 15 + (0 if options.no_references else 6)
+        scenarios = 15 + len(GUARDED_SCENARIOS) + (0 if options.no_references else 6)
     per_run = scenarios * (options.duration + options.warmup + options.bare_duration)
     slots = 0 if options.baseline_only else (
         len(names) * options.runs * (per_run + options.bare_duration + options.warmup)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .load import merge_counts
-from .scenarios import Scenario
+from .scenarios import GUARDED_SCENARIOS, Scenario
 from .settings import BULK_SIZE, SERVER_THREADS, SMALL_STATEMENT_COUNT
 
 
@@ -97,6 +97,8 @@ def evaluate_targets(runs, statements) -> tuple[list[Target], dict]:
     targets.append(
         Target("a replayed POST vs the POST, req/s", f"{replay:.2f}x", "> 1x", replay > 1)
     )
+    if "unguarded_get_map" in runs[0]:
+        targets += versus_unguarded(runs)
     if "floor_get_map" in runs[0]:
         reference_targets = versus_references(runs)
         targets += reference_targets
@@ -148,7 +150,32 @@ def versus_references(runs) -> list[Target]:
     return targets
 
 
-LABELS = {"get_map": "GET /maps/:id", "bad_key": "bad key (401)", "list_100": "page of 100"}
+LABELS = {
+    "get_map": "GET /maps/:id",
+    "bad_key": "bad key (401)",
+    "list_100": "page of 100",
+    "create": "POST location",
+}
+
+#: Issue 22: what ``mapapi serve``'s connection guards may cost a normal request.
+GUARDED_GOAL = 0.95
+
+
+def versus_unguarded(runs) -> list[Target]:
+    """``mapapi serve`` against the same app on plain waitress, per scenario
+    (each ratio within a run, then the median)."""
+    targets = []
+    for key in GUARDED_SCENARIOS:
+        value = statistics.median(r[key].rps / r[f"unguarded_{key}"].rps for r in runs)
+        targets.append(
+            Target(
+                f"{LABELS[key]}: mapapi serve vs plain waitress (issue 22)",
+                percent(value),
+                f">= {percent(GUARDED_GOAL)}",
+                value >= GUARDED_GOAL,
+            )
+        )
+    return targets
 
 
 TABLE_HEADER = [

@@ -180,6 +180,24 @@ def reference_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
     ]
 
 
+#: What issue 22 compares: ``mapapi serve`` against the same app on plain waitress.
+GUARDED_SCENARIOS = ("get_map", "list_100", "create", "bad_key")
+
+
+def unguarded_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
+    """The same requests, sent to mapapi's app on plain waitress."""
+    by_key = {scenario.key: scenario for scenario in scenarios}
+    return [
+        replace(
+            by_key[key],
+            key=f"unguarded_{key}",
+            label=f"plain waitress: {by_key[key].label}",
+            server="unguarded",
+        )
+        for key in GUARDED_SCENARIOS
+    ]
+
+
 def statement_probes(seeded: Seeded, scenarios: list[Scenario]) -> list[Scenario]:
     """Extra requests whose counts show independence of page size and bulk size."""
     by_key = {scenario.key: scenario for scenario in scenarios}

@@ -157,6 +157,13 @@ def start_floor_server(processes: Processes, database_url: str, workdir: Path, b
     )
 
 
+def start_unguarded_server(processes: Processes, database_url: str, workdir: Path, backend: str):
+    return start_reference(
+        processes, "unguarded", [str(SERVER_THREADS)], workdir, "/healthz", backend,
+        server_environment(database_url, workdir),
+    )
+
+
 def start_peer_server(processes: Processes, database_url: str, workdir: Path, backend: str):
     return start_reference(processes, "peer", [database_url], workdir, "/docs", backend)
 

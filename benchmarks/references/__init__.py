@@ -2,6 +2,7 @@
 
 Each is a script started as its own process: ``bare.py`` (a JSON view and
 nothing else), ``floor.py`` (every check mapapi makes, on the database
-driver alone) and ``peer.py`` (the same reads as FastAPI's tutorial
-teaches them).
+driver alone), ``peer.py`` (the same reads as FastAPI's tutorial
+teaches them) and ``unguarded.py`` (mapapi's own app on plain waitress,
+without ``mapapi serve``'s connection guards).
 """
