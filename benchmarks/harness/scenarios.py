@@ -167,16 +167,10 @@ REFERENCE_SCENARIOS = ("get_map", "list_100", "bad_key")
 
 def reference_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
     """The same requests, sent to the floor and to the peer."""
-    by_key = {scenario.key: scenario for scenario in scenarios}
     return [
-        replace(
-            by_key[key],
-            key=f"{server}_{key}",
-            label=f"{server}: {by_key[key].label}",
-            server=server,
-        )
+        scenario
         for server in ("floor", "peer")
-        for key in REFERENCE_SCENARIOS
+        for scenario in sent_to(server, f"{server}: ", scenarios, REFERENCE_SCENARIOS)
     ]
 
 
@@ -186,15 +180,17 @@ GUARDED_SCENARIOS = ("get_map", "list_100", "create", "bad_key")
 
 def unguarded_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
     """The same requests, sent to mapapi's app on plain waitress."""
+    return sent_to("unguarded", "plain waitress: ", scenarios, GUARDED_SCENARIOS)
+
+
+def sent_to(server: str, label: str, scenarios: list[Scenario], keys) -> list[Scenario]:
+    """Scenarios ``keys`` of mapapi's, sent to ``server`` under keys prefixed with its name."""
     by_key = {scenario.key: scenario for scenario in scenarios}
     return [
         replace(
-            by_key[key],
-            key=f"unguarded_{key}",
-            label=f"plain waitress: {by_key[key].label}",
-            server="unguarded",
+            by_key[key], key=f"{server}_{key}", label=label + by_key[key].label, server=server
         )
-        for key in GUARDED_SCENARIOS
+        for key in keys
     ]
 
 
