@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from mapapi import create_app
 from mapapi.extensions import db
-from mapapi.storage.search_indexes import TRIGRAM_INDEXES, include_object
+from mapapi.storage.search_indexes import PENDING_LIST_LIMIT, TRIGRAM_INDEXES, include_object
 from mapapi.storage.upgrade import pending_migrations
 
 from . import backends
@@ -85,6 +85,39 @@ def test_migrations_and_create_all_make_the_trigram_indexes_on_postgresql(migrat
             indexes = set(connection.execute(text(listed)).scalars())
     assert "ix_locations_map_id_lat_lng" in indexes
     assert (set(TRIGRAM_INDEXES) & indexes) == (set(TRIGRAM_INDEXES) if on_postgresql else set())
+
+
+def trigram_index_definitions(app) -> dict:
+    """Each trigram index's definition and storage options, as PostgreSQL keeps them."""
+    listed = text(
+        "SELECT c.relname, pg_get_indexdef(c.oid), c.reloptions FROM pg_class c"
+        " WHERE c.relname = ANY(:names)"
+    )
+    with app.app_context(), db.engine.connect() as connection:
+        rows = connection.execute(listed, {"names": list(TRIGRAM_INDEXES)}).all()
+    return {name: (definition, options) for name, definition, options in rows}
+
+
+def test_migrations_and_create_all_keep_the_trigram_indexes_pending_lists_short(migration_app):
+    with migration_app.app_context():
+        if db.engine.dialect.name != "postgresql":
+            pytest.skip("SQLite has no trigram indexes")
+        upgrade()
+    migrated = trigram_index_definitions(migration_app)
+    url = backends.create_postgres_database()
+    try:
+        created = create_app({"SQLALCHEMY_DATABASE_URI": url})
+        with created.app_context():
+            db.create_all()
+        made = trigram_index_definitions(created)
+        with created.app_context():
+            db.engine.dispose()
+    finally:
+        backends.drop_postgres_database(url)
+    assert set(migrated) == set(TRIGRAM_INDEXES)
+    assert made == migrated
+    for _definition, options in migrated.values():
+        assert options == [f"gin_pending_list_limit={PENDING_LIST_LIMIT}"]
 
 
 def search_schema(app) -> list[tuple]:
