@@ -216,7 +216,7 @@ def test_q_of_a_trigram_or_more_reads_the_search_table_on_sqlite_only(app, api, 
         if backends.on_postgres():
             assert searching == []
             continue
-        assert len(searching) == 2, q  # the count and the page's keys
+        assert len(searching) == 1, q  # the keys of its few matches, counted in Python
         with app.app_context(), db.engine.connect() as connection:
             for sql, params in searching:
                 explained = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)

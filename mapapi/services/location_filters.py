@@ -10,6 +10,7 @@ Python's ``str.lower()`` does; the search indexes find the rows to compare
 """
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 from sqlalchemy import Boolean, and_, false, or_, select
 from sqlalchemy.ext.compiler import compiles
@@ -65,6 +66,21 @@ class Selection:
         if self.key is None:
             return (pk.desc() if self.descending else pk,)
         return (self.key.desc() if self.descending else self.key, pk)
+
+    def sort_columns(self) -> tuple:
+        """The columns ``in_order`` sorts rows by: the pk, then the sort key if any."""
+        pk = _locations.c.pk
+        return (pk,) if self.key is None else (pk, self.key)
+
+    def in_order(self, rows: list) -> list:
+        """``rows`` of ``sort_columns`` in this order, as ``order_by`` sorts
+        them in the database: texts by code point there (collation "C" on
+        PostgreSQL, BINARY on SQLite) as in Python."""
+        by_pk = sorted(rows, key=itemgetter(0), reverse=self.key is None and self.descending)
+        if self.key is None:
+            return by_pk
+        # Stable, even reversed: ties on the key stay in ascending pk order.
+        return sorted(by_pk, key=itemgetter(1), reverse=self.descending)
 
     def after(self, key_value, pk_value):
         """The locations after the one whose sort key is ``key_value`` and pk

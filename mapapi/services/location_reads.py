@@ -171,6 +171,8 @@ _AS_JSON = {
     for statement in (_PAGE, _ONE, _SOME, _LAYERS, _LAYERS_BY_ID, _BY_PKS, _LAYERS_BY_PKS)
 }
 _dump_pagination = compile_dumper(PaginationSchema())
+#: The most locations a filtered page reads the keys of in one statement.
+_FEW = 500
 _by_first = itemgetter(0)
 _by_order = itemgetter("order")
 
@@ -194,16 +196,32 @@ def location_page(map_id: str, page: int, page_size: int, chosen: Selection | No
 
 
 def _selected_page(map_id: str, page: int, page_size: int, chosen: Selection) -> dict:
-    """A page of the locations ``chosen`` selects: one count, the page's keys
-    in order, then their rows and layers by key."""
+    """A page of the locations ``chosen`` selects: the page's keys in order,
+    then their rows and layers by key.
+
+    A filter mostly selects a few locations, found by an index of their
+    own (a tag's, a box's, q's trigrams). Their keys, at most ``_FEW`` and
+    in no order, are read in one statement, then counted and put in order
+    here: a count and then an ordered page would find them twice (on
+    PostgreSQL, a q of an address spent 1.7 ms in its trigram indexes each
+    time). Of a larger selection, the database counts the rows and reads
+    the page in order; reading its first ``_FEW`` keys was wasted.
+    """
     connection = db.session.connection()
     where = (chosen.in_map(map_id), *chosen.where)
-    total = connection.execute(select(func.count()).where(*where)).scalar_one()
     offset = (page - 1) * page_size
+    few = connection.execute(select(*chosen.sort_columns()).where(*where).limit(_FEW + 1)).all()
+    if len(few) <= _FEW:
+        total = len(few)
+        pks = [row[0] for row in chosen.in_order(few)[offset : offset + page_size]]
+    else:
+        total = connection.execute(select(func.count()).where(*where)).scalar_one()
+        pks = []
+        if offset < total:  # a page past the end costs no OFFSET walk
+            keys = select(_locations.c.pk).where(*where).order_by(*chosen.order_by())
+            pks = connection.scalars(keys.limit(page_size).offset(offset)).all()
     locations = []
-    if offset < total:
-        keys = select(_locations.c.pk).where(*where).order_by(*chosen.order_by())
-        pks = connection.scalars(keys.limit(page_size).offset(offset)).all()
+    if pks:
         position = {pk: index for index, pk in enumerate(pks)}
         rows = sorted(_rows(connection, _BY_PKS, {"pks": pks}), key=lambda row: position[row[0]])
         locations = _with_layers(rows, _rows(connection, _LAYERS_BY_PKS, {"pks": pks}))
