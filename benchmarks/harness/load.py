@@ -203,7 +203,7 @@ def load_phase(
     for run in range(1, options.runs + 1):
         bares = [measure(bare, run, options.warmup, options.bare_duration)]
         measured = {}
-        for scenario in app_scenarios:
+        for scenario in run_order(app_scenarios, run):
             result = measure(scenario, run, options.warmup, options.duration)
             bares.append(measure(bare, run, 0, options.bare_duration))
             result.reference_rps = (bares[-2].rps + bares[-1].rps) / 2
@@ -211,6 +211,20 @@ def load_phase(
         measured["bare"] = combine_bare(bares)
         runs.append(measured)
     return runs
+
+
+def run_order(scenarios: list[Scenario], run: int) -> list[Scenario]:
+    """The scenarios in run ``run``'s order: each twin (``Scenario.twin``)
+    right beside the scenario it copies, after it in odd runs and before it
+    in even ones, so that neither side always meets the warmer machine."""
+    twins = {scenario.twin: scenario for scenario in scenarios if scenario.twin}
+    order = []
+    for scenario in scenarios:
+        if scenario.twin:
+            continue
+        pair = [scenario, twins[scenario.key]] if scenario.key in twins else [scenario]
+        order += pair if run % 2 else pair[::-1]
+    return order
 
 
 def measure_scenario(

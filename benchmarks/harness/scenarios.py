@@ -30,6 +30,9 @@ class Scenario:
     expected_status: int = 200
     #: Locations each request creates (for the bulk-versus-single ratio).
     creates: int = 0
+    #: The key of the scenario this one copies to another server, measured
+    #: beside it in each run (``load.run_order``); empty for most.
+    twin: str = ""
 
 
 def location_item(rng: random.Random, writes: SeededMap, number: int) -> dict:
@@ -179,8 +182,11 @@ GUARDED_SCENARIOS = ("get_map", "list_100", "create", "bad_key")
 
 
 def unguarded_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
-    """The same requests, sent to mapapi's app on plain waitress."""
-    return sent_to("unguarded", "plain waitress: ", scenarios, GUARDED_SCENARIOS)
+    """The same requests, sent to mapapi's app on plain waitress, each
+    measured beside mapapi serve's: a few per cent apart is the question,
+    and a shared machine drifts by more than that within a run."""
+    copies = sent_to("unguarded", "plain waitress: ", scenarios, GUARDED_SCENARIOS)
+    return [replace(copy, twin=key) for copy, key in zip(copies, GUARDED_SCENARIOS, strict=True)]
 
 
 def sent_to(server: str, label: str, scenarios: list[Scenario], keys) -> list[Scenario]:
