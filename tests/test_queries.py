@@ -156,9 +156,9 @@ BENCHMARKED = {
     # key, then BEGIN, map, count, page (tag and layer ids in each row), the page's layers
     "GET locations": 6,
     # key (checked without the write lock), then BEGIN IMMEDIATE, map
-    # (locked), categories, tags, 2 INSERTs, the INSERT of the events
-    "POST location": 8,
-    "POST bulk": 8,  # the same for 100 locations
+    # (locked), categories and tags (one), 2 INSERTs, the INSERT of the events
+    "POST location": 7,
+    "POST bulk": 7,  # the same for 100 locations
     # key, BEGIN IMMEDIATE, map (locked), the location's layer ids, the
     # layers asked for, a DELETE and an INSERT of memberships, the UPDATE of
     # updatedAt, the location read back (2), the INSERT of its event

@@ -56,7 +56,7 @@ from ..services.locations import (
     repeated_external_ids,
     replace_layers,
 )
-from ..services.ownership import map_child, owned_map, read_map
+from ..services.ownership import locked_map_row, map_child, owned_map, read_map
 from ..services.sync import UpsertItem, UpsertPlan, delete_locations
 from ..storage.models import Location, could_be_id
 
@@ -88,8 +88,10 @@ def list_locations(map_id):
 @operation(body=LocationInputSchema, response=LocationSchema, status=201, conflict=True)
 def create_location(map_id):
     """Create a location (an externalId another location of the map has is a conflict)."""
-    map_ = owned_map(map_id)
-    data = load_body()
+    # Read before the map's lock is taken, as a bulk's items are.
+    read_data = settled(load_body)
+    map_ = locked_map_row(map_id)
+    data = read_data()
     references = check_references(map_, data)
     (location,) = create_locations(map_, [data], references)
     db.session.commit()
@@ -109,7 +111,7 @@ def bulk_create_locations(map_id):
     # validated; an unknown map still answers 404 before any 400, as the
     # contract orders.
     read_items = settled(_read_items)
-    map_ = owned_map(map_id)
+    map_ = locked_map_row(map_id)
     loaded, errors = read_items()
     items = list(loaded.values())
     references = References(map_, items)

@@ -21,6 +21,7 @@ _LOCKED_MAP = (
     .where(Map.id == bindparam("map_id"), Map.account_id == bindparam("account_id"))
     .with_for_update(key_share=True)
 )
+_LOCKED_MAP_ROW = _MAP_ROW.with_for_update(key_share=True)
 
 
 def with_map(statement, account_id):
@@ -77,6 +78,19 @@ def owned_map(map_id: str) -> Map:
     if found is None:
         raise not_found("Map")
     return found
+
+
+def locked_map_row(map_id: str) -> MapRow:
+    """``owned_map``, locked the same way, as a row: for a write that needs
+    only the map's id (creating locations), without building an ORM object."""
+    row = could_be_id(map_id) and (
+        db.session.connection()
+        .execute(_LOCKED_MAP_ROW, {"map_id": map_id, "account_id": g.account.id})
+        .one_or_none()
+    )
+    if not row:
+        raise not_found("Map")
+    return MapRow(*row)
 
 
 def map_child(model, map_: Map | MapRow, child_id: str, *options):
