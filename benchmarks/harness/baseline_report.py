@@ -17,10 +17,12 @@ GOALS = (
     ("issue 16", "GET /maps/:id", ("get_map",), 0.95),
     ("issue 16", "POST location", ("create",), 0.95),
     ("issue 17", "POST location", ("create",), 0.85),
-    # The bulk is left out of issue 22's target, not of the table: what it
-    # pays since the baseline is the work issues 15, 17 and 23 added to each
-    # location written (indexes, the search table, events), not a limit.
-    ("issue 22", "reads, a single write, a refusal (normal throughput not worse)",
+    # Every change since the baseline together. Issue 22's own target (what
+    # the connection guards cost) is in the main table, against the same app
+    # on plain waitress: here the work issues 15, 17 and 23 added to each
+    # location written (indexes, the search table, events) counts too. The
+    # bulk is left out, not of the table: it pays that work a hundred times.
+    ("all changes", "reads, a single write, a refusal",
      ("get_map", "list_100", "create", "bad_key"), 0.95),
 )
 
