@@ -18,7 +18,7 @@ from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, valid
 
 from .fields import IdList, Ignored, Timestamp
 from .loading import compile_loader
-from .schemas import BULK_MAX, InputSchema, LocationInputSchema
+from .schemas import BULK_MAX, InputSchema, LocationInputSchema, batch_of
 
 GEOJSON = "application/geo+json"
 #: The Feature properties the import reads as the location's fields, besides
@@ -152,21 +152,15 @@ class _CollectionMembers(InputSchema):
 class ImportInputSchema(_CollectionMembers):
     """A FeatureCollection of 1 to 100 Features, each a location to create."""
 
-    features = fields.List(
-        fields.Nested(FeatureInputSchema),
-        required=True,
-        validate=validate.Length(min=1, max=BULK_MAX),
-    )
+    features = batch_of(fields.Nested(FeatureInputSchema))
 
 
 class ImportEnvelopeSchema(_CollectionMembers):
     """The import body without its Features, which are read one by one so
     that one answer names every bad Feature, database checks included."""
 
-    features = fields.List(
-        fields.Raw(allow_none=True),
-        required=True,
-        validate=validate.Length(min=1, max=BULK_MAX, error=f"Must hold 1 to {BULK_MAX} Features."),
+    features = batch_of(
+        fields.Raw(allow_none=True), error=f"Must hold 1 to {BULK_MAX} Features."
     )
 
 

@@ -43,6 +43,16 @@ def _length(maximum: int, minimum: int = 0):
     return validate.Length(min=minimum, max=maximum)
 
 
+def batch_of(
+    item: fields.Field, *, required: bool = True, error: str | None = None, **kwargs
+) -> fields.List:
+    """A list of 1 to ``BULK_MAX`` ``item``s, the many-item bodies' one rule
+    (bulk, upsert, import, bulk delete); ``error`` replaces marshmallow's
+    message, ``kwargs`` go to the List (a ``data_key``)."""
+    length = validate.Length(min=1, max=BULK_MAX, error=error)
+    return fields.List(item, required=required, validate=length, **kwargs)
+
+
 # --- inputs -----------------------------------------------------------------
 
 
@@ -122,20 +132,14 @@ class LocationInputSchema(MapChildInput):
 class BulkInputSchema(InputSchema):
     """A bulk create: 1 to 100 locations, each as a single create takes it."""
 
-    locations = fields.List(
-        fields.Nested(LocationInputSchema),
-        required=True,
-        validate=validate.Length(min=1, max=BULK_MAX),
-    )
+    locations = batch_of(fields.Nested(LocationInputSchema))
 
 
 class BulkEnvelopeSchema(BulkInputSchema):
     """The bulk body without its items, which the view validates one by one
     so that one answer can name every bad item, database checks included."""
 
-    locations = fields.List(
-        fields.Raw(allow_none=True), required=True, validate=validate.Length(min=1, max=BULK_MAX)
-    )
+    locations = batch_of(fields.Raw(allow_none=True))
 
 
 class UpsertItemSchema(LocationInputSchema):
@@ -163,23 +167,15 @@ class NewUpsertItemSchema(UpsertItemSchema):
 class UpsertInputSchema(InputSchema):
     """An upsert: 1 to 100 locations matched by their ``externalId``."""
 
-    locations = fields.List(
-        fields.Nested(UpsertItemSchema),
-        required=True,
-        validate=validate.Length(min=1, max=BULK_MAX),
-    )
+    locations = batch_of(fields.Nested(UpsertItemSchema))
 
 
 class BulkDeleteInputSchema(InputSchema):
     """``ids`` or ``externalIds``, exactly one of the two, 1 to 100 names."""
 
-    ids = fields.List(
-        fields.String(validate=check_text), validate=validate.Length(min=1, max=BULK_MAX)
-    )
-    external_ids = fields.List(
-        Text(validate=_length(EXTERNAL_ID_MAX, 1)),
-        data_key="externalIds",
-        validate=validate.Length(min=1, max=BULK_MAX),
+    ids = batch_of(fields.String(validate=check_text), required=False)
+    external_ids = batch_of(
+        Text(validate=_length(EXTERNAL_ID_MAX, 1)), required=False, data_key="externalIds"
     )
 
     @post_load
