@@ -311,7 +311,7 @@ def remove_location(location: Location) -> None:
     db.session.execute(delete(_locations).where(_locations.c.pk == location.pk))
 
 
-def existing_layer_ids(map_: Map, ids: set[str]) -> set[str]:
+def existing_layer_ids(map_: Map | MapRow, ids: set[str]) -> set[str]:
     """Which of ``ids`` are layers of ``map_``."""
     ids = [value for value in ids if could_be_id(value)]
     if not ids:

@@ -44,21 +44,24 @@ def remember_map(map_id: str, row) -> None:
 def read_map(map_id: str) -> MapRow:
     """The caller's map ``map_id``, read as a row: what reads need (its
     ``id``, or the map itself to dump), without building an ORM object."""
-    if not could_be_id(map_id):
-        raise not_found("Map")
     remembered = g.get("remembered_map")
-    if remembered is not None and remembered[0] == map_id:
-        found = remembered[1]
-    else:
-        row = (
-            db.session.connection()
-            .execute(_MAP_ROW, {"map_id": map_id, "account_id": g.account.id})
-            .one_or_none()
-        )
-        found = row and MapRow(*row)
-    if found is None:
+    if remembered is None or remembered[0] != map_id:
+        return _map_row(_MAP_ROW, map_id)
+    if remembered[1] is None:
         raise not_found("Map")
-    return found
+    return remembered[1]
+
+
+def _map_row(statement, map_id: str) -> MapRow:
+    """The caller's map ``map_id`` as ``statement`` reads it; NOT_FOUND if none."""
+    row = could_be_id(map_id) and (
+        db.session.connection()
+        .execute(statement, {"map_id": map_id, "account_id": g.account.id})
+        .one_or_none()
+    )
+    if not row:
+        raise not_found("Map")
+    return MapRow(*row)
 
 
 def owned_map(map_id: str) -> Map:
@@ -83,14 +86,7 @@ def owned_map(map_id: str) -> Map:
 def locked_map_row(map_id: str) -> MapRow:
     """``owned_map``, locked the same way, as a row: for a write that needs
     only the map's id (creating locations), without building an ORM object."""
-    row = could_be_id(map_id) and (
-        db.session.connection()
-        .execute(_LOCKED_MAP_ROW, {"map_id": map_id, "account_id": g.account.id})
-        .one_or_none()
-    )
-    if not row:
-        raise not_found("Map")
-    return MapRow(*row)
+    return _map_row(_LOCKED_MAP_ROW, map_id)
 
 
 def map_child(model, map_: Map | MapRow, child_id: str, *options):
