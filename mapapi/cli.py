@@ -29,6 +29,7 @@ from .contract.schemas import SCOPES
 from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
+from .log_output import log_to_stderr
 from .mcp.command import mcp_command
 from .services import accounts as account_service
 from .services import events as event_service
@@ -162,7 +163,7 @@ def parse_moment(value: str | None, option: str, *, future: bool = True):
 @with_appcontext
 def serve_command(host, port, **limits):
     """Run the API under waitress (creates the schema on an empty database)."""
-    _log_to_stderr()
+    log_to_stderr()
     app = current_app._get_current_object()
     check_address(host, port)
     open_database(create=True)
@@ -220,7 +221,7 @@ def check_address(host: str, port: int) -> None:
 @with_appcontext
 def worker_command():
     """Deliver webhooks only (no HTTP server), until SIGTERM or SIGINT."""
-    _log_to_stderr()
+    log_to_stderr()
     open_database()
     with _startup_errors():
         prepare_schema()
@@ -235,20 +236,6 @@ def worker_command():
     signal.signal(signal.SIGINT, request_stop)
     log.info("Delivering webhooks")
     worker.run()
-
-
-def _log_to_stderr() -> None:
-    """Time, level, logger and message on stderr.
-
-    The format names no thread, process or source line, so records skip
-    collecting them (the logging HOWTO's "Optimization"): the access log
-    writes one record per request.
-    """
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    logging._srcfile = None  # no caller lookup (findCaller) per record
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import os
 import re
 from datetime import timedelta
 
@@ -11,6 +12,7 @@ from sqlalchemy import select
 
 from mapapi import create_app
 from mapapi.extensions import db
+from mapapi.http.headers import new_request_id
 from mapapi.storage.models import ApiKey
 from mapapi.timeutil import utcnow
 
@@ -571,3 +573,25 @@ def test_rate_limited_response_has_no_store_and_nosniff(api):
 def test_responses_outside_api_still_carry_request_id(client):
     for response in (client.get("/healthz"), client.get("/nope"), client.get("/")):
         assert REQUEST_ID_CHARS.fullmatch(response.headers.get("X-Request-Id", ""))
+
+
+def test_request_ids_stay_unique_past_each_refill_of_random_bytes():
+    ids = [new_request_id() for _ in range(3 * 256 + 5)]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", request_id) for request_id in ids)
+
+
+def test_a_forked_child_never_repeats_its_parents_request_ids():
+    new_request_id()  # the parent's thread now holds random bytes for 255 more
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        os.write(writer, "".join(new_request_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(child, 0)
+    from_child = os.read(reader, 96).decode()
+    os.close(reader)
+    parents = {new_request_id() for _ in range(255)}
+    assert len(from_child) == 96
+    assert not parents & {from_child[i : i + 32] for i in range(0, 96, 32)}
