@@ -20,18 +20,20 @@ def start_timer() -> None:
 
 def log_request(response):
     if log.isEnabledFor(logging.INFO):
-        duration = time.perf_counter() - g.get("started", time.perf_counter())
-        account = g.get("account")
+        # Each use of a context proxy looks the context up again: once each here.
+        state, current = g._get_current_object(), request._get_current_object()
+        now = time.perf_counter()
+        account = getattr(state, "account", None)
         log.info(
             json.dumps(
                 {
-                    "method": request.method,
-                    "path": request.path,
+                    "method": current.method,
+                    "path": current.path,
                     "status": response.status_code,
-                    "duration_ms": round(duration * 1000, 2),
-                    "request_id": g.get("request_id"),
+                    "duration_ms": round((now - getattr(state, "started", now)) * 1000, 2),
+                    "request_id": getattr(state, "request_id", None),
                     "account_id": account.id if account is not None else None,
-                    "client": request.remote_addr,
+                    "client": current.remote_addr,
                 }
             )
         )
