@@ -48,10 +48,13 @@ from harness.report import (
 )
 from harness.scenarios import (
     GUARDED_SCENARIOS,
+    RETRY_SCENARIOS,
+    TWIN_SERVERS,
     build_scenarios,
     reference_scenarios,
     statement_probes,
     unguarded_scenarios,
+    without_retries_scenarios,
 )
 from harness.servers import (
     Processes,
@@ -59,7 +62,7 @@ from harness.servers import (
     start_bare_server,
     start_floor_server,
     start_peer_server,
-    start_unguarded_server,
+    start_twin_server,
     stop_server,
 )
 from harness.settings import progress
@@ -174,13 +177,14 @@ def benchmark_backend(backend, options, wrk, workdir, processes, servers) -> dic
         if with_references:
             scenarios += reference_scenarios(scenarios)
         if not options.sync_only:
-            scenarios += unguarded_scenarios(scenarios)
+            scenarios += unguarded_scenarios(scenarios) + without_retries_scenarios(scenarios)
         progress(f"{backend}: starting mapapi serve and the references")
         started = {"app": start_app_server(processes, url, workdir, backend)}
         started["app"].events = counter = EventCounter(url)
         try:
             if not options.sync_only:
-                started["unguarded"] = start_unguarded_server(processes, url, workdir, backend)
+                for twin in TWIN_SERVERS:
+                    started[twin] = start_twin_server(processes, twin, url, workdir, backend)
             if with_references:
                 started["floor"] = start_floor_server(processes, url, workdir, backend)
                 started["peer"] = start_peer_server(processes, url, workdir, backend)
@@ -267,7 +271,8 @@ def main(argv=None) -> int:
     if options.sync_only:
         scenarios = len(WRK_WRITES)
     else:
-        scenarios = 15 + len(GUARDED_SCENARIOS) + (0 if options.no_references else 6)
+        twins = len(GUARDED_SCENARIOS) + len(RETRY_SCENARIOS)
+        scenarios = 15 + twins + (0 if options.no_references else 6)
     per_run = scenarios * (options.duration + options.warmup + options.bare_duration)
     slots = 0 if options.baseline_only else (
         len(names) * options.runs * (per_run + options.bare_duration + options.warmup)

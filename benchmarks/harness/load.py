@@ -214,16 +214,19 @@ def load_phase(
 
 
 def run_order(scenarios: list[Scenario], run: int) -> list[Scenario]:
-    """The scenarios in run ``run``'s order: each twin (``Scenario.twin``)
-    right beside the scenario it copies, after it in odd runs and before it
+    """The scenarios in run ``run``'s order: the twins (``Scenario.twin``)
+    right beside the scenario they copy, after it in odd runs and before it
     in even ones, so that neither side always meets the warmer machine."""
-    twins = {scenario.twin: scenario for scenario in scenarios if scenario.twin}
+    twins: dict[str, list[Scenario]] = {}
+    for scenario in scenarios:
+        if scenario.twin:
+            twins.setdefault(scenario.twin, []).append(scenario)
     order = []
     for scenario in scenarios:
         if scenario.twin:
             continue
-        pair = [scenario, twins[scenario.key]] if scenario.key in twins else [scenario]
-        order += pair if run % 2 else pair[::-1]
+        group = [scenario, *twins.get(scenario.key, [])]
+        order += group if run % 2 else group[::-1]
     return order
 
 

@@ -179,14 +179,29 @@ def reference_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
 
 #: What issue 22 compares: ``mapapi serve`` against the same app on plain waitress.
 GUARDED_SCENARIOS = ("get_map", "list_100", "create", "bad_key")
+#: What issue 16 compares: mapapi with and without the steps of safe retries,
+#: for requests that send neither Idempotency-Key nor a precondition.
+RETRY_SCENARIOS = ("get_map", "create")
+#: The servers of mapapi's own app that those copies go to (``references/<name>.py``).
+TWIN_SERVERS = ("unguarded", "without_retries")
 
 
 def unguarded_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
-    """The same requests, sent to mapapi's app on plain waitress, each
-    measured beside mapapi serve's: a few per cent apart is the question,
-    and a shared machine drifts by more than that within a run."""
-    copies = sent_to("unguarded", "plain waitress: ", scenarios, GUARDED_SCENARIOS)
-    return [replace(copy, twin=key) for copy, key in zip(copies, GUARDED_SCENARIOS, strict=True)]
+    """The same requests, sent to mapapi's app on plain waitress."""
+    return twins("unguarded", "plain waitress: ", scenarios, GUARDED_SCENARIOS)
+
+
+def without_retries_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
+    """The same requests, sent to mapapi serve without the steps of safe retries."""
+    return twins("without_retries", "without retry steps: ", scenarios, RETRY_SCENARIOS)
+
+
+def twins(server: str, label: str, scenarios: list[Scenario], keys) -> list[Scenario]:
+    """Copies of mapapi's scenarios ``keys`` for ``server``, each measured
+    beside mapapi serve's: a few per cent apart is the question, and a
+    shared machine drifts by more than that within a run."""
+    copies = sent_to(server, label, scenarios, keys)
+    return [replace(copy, twin=key) for copy, key in zip(copies, keys, strict=True)]
 
 
 def sent_to(server: str, label: str, scenarios: list[Scenario], keys) -> list[Scenario]:

@@ -157,9 +157,12 @@ def start_floor_server(processes: Processes, database_url: str, workdir: Path, b
     )
 
 
-def start_unguarded_server(processes: Processes, database_url: str, workdir: Path, backend: str):
+def start_twin_server(
+    processes: Processes, name: str, database_url: str, workdir: Path, backend: str
+):
+    """mapapi's own app served another way (``references/<name>.py``), on mapapi's settings."""
     return start_reference(
-        processes, "unguarded", [str(SERVER_THREADS)], workdir, "/healthz", backend,
+        processes, name, [str(SERVER_THREADS)], workdir, "/healthz", backend,
         server_environment(database_url, workdir),
     )
 

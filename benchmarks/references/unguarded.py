@@ -8,16 +8,13 @@ app shows what the guards cost a normal request.
 Usage: ``python unguarded.py PORT THREADS`` (the settings come from the environment).
 """
 
-import logging
 import sys
 
 import waitress
 
 from mapapi import create_app
+from mapapi.log_output import log_to_stderr
 
 if __name__ == "__main__":
-    # As ``mapapi serve`` sets up its log (mapapi/cli.py).
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    logging._srcfile = None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr()  # as ``mapapi serve`` sets up its log
     waitress.serve(create_app(), host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]))
