@@ -98,16 +98,20 @@ def hash_secret(secret: str) -> str:
 
 
 def is_api_request() -> bool:
-    path = request.path
+    return _is_api_path(request.path)
+
+
+def _is_api_path(path: str) -> bool:
     return path == API_PREFIX or path.startswith(API_PREFIX + "/")
 
 
 def identify() -> None:
     """Resolve the request's key into ``g`` and note the first failing check."""
     g.account = g.auth_error = None
-    if not is_api_request() or request.path == OPENAPI_PATH:
+    current = request._get_current_object()  # one context lookup, not one per use
+    if not _is_api_path(current.path) or current.path == OPENAPI_PATH:
         return
-    header = request.headers.get("Authorization", "").strip()
+    header = current.headers.get("Authorization", "").strip()
     if not header:
         g.auth_error = _unauthorized("MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.")
         return
@@ -116,7 +120,7 @@ def identify() -> None:
     if scheme.lower() != "bearer" or not token:
         g.auth_error = _invalid_key()
         return
-    map_id = _path_map_id()
+    map_id = _path_map_id(current)
     key = (_KEY_AND_MAP if map_id else _KEY_BY_HASH).one_or_none(
         db.engine, {"secret_hash": hash_secret(token), "map_id": map_id}
     )
@@ -137,7 +141,7 @@ def identify() -> None:
         g.auth_error = APIError(
             403, "PRO_SUBSCRIPTION_REQUIRED", "The API needs an active Pro plan."
         )
-    elif key.scope == "READ_ONLY" and request.method in WRITE_METHODS:
+    elif key.scope == "READ_ONLY" and current.method in WRITE_METHODS:
         g.auth_error = APIError(403, "INSUFFICIENT_SCOPE", "This API key is read-only.")
 
 
@@ -146,11 +150,11 @@ def refusal() -> APIError | None:
     return g.get("auth_error")
 
 
-def _path_map_id() -> str | None:
+def _path_map_id(current) -> str | None:
     """The map of a ``GET /maps/<map_id>``, when it can be an id."""
-    if request.endpoint != MAP_READ_ENDPOINT:
+    if current.endpoint != MAP_READ_ENDPOINT:
         return None
-    map_id = request.view_args.get("map_id")
+    map_id = current.view_args.get("map_id")
     return map_id if could_be_id(map_id) else None
 
 

@@ -230,9 +230,10 @@ def _test(bucket: str, identity: str) -> None:
 
 
 def _take(bucket: str, identity: str) -> None:
-    if not _buckets().hit(bucket, identity):
+    buckets = _buckets()
+    if not buckets.hit(bucket, identity):
         _refuse(bucket, identity)
-    g.rate_limit_states.append(_buckets().state(bucket, identity))
+    g.rate_limit_states.append(buckets.state(bucket, identity))
 
 
 def _refuse(bucket: str, identity: str) -> None:
