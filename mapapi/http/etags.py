@@ -40,14 +40,17 @@ def etag_of(body: bytes) -> str:
 
 def add_etag(response):
     """Set ``ETag`` on a single resource's 200 or 201; answer 304 to a matching GET."""
-    if response.status_code not in (200, 201) or not carries_etag(request.endpoint):
+    if response.status_code not in (200, 201):
+        return response
+    current = request._get_current_object()  # one context lookup, not one per use
+    if not carries_etag(current.endpoint):
         return response
     etag = etag_of(response.get_data())
     response.headers["ETag"] = f'"{etag}"'
     if (
-        request.method == "GET"
-        and "If-None-Match" in request.headers
-        and request.if_none_match.contains_weak(etag)
+        current.method == "GET"
+        and "HTTP_IF_NONE_MATCH" in current.environ
+        and current.if_none_match.contains_weak(etag)
     ):
         return _not_modified(etag)
     return response
