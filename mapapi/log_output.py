@@ -66,7 +66,8 @@ class BatchedStreamHandler(logging.StreamHandler):
             self._closed = True
         self._waiting.set()
         self._writer.join(timeout=1)
-        super().close()  # flushes what is left
+        self.flush()  # what is left, should the writer not have taken it
+        super().close()
 
     def _write_pending(self, record: logging.LogRecord | None = None) -> None:
         lines, self._pending, self._pending_bytes = self._pending, [], 0

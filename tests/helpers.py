@@ -197,3 +197,13 @@ def served_mapapi(workdir: Path, options=(), **variables):
         server.stop()
         if backends.on_postgres():
             backends.drop_postgres_database(database_url)
+
+
+def wait_until(predicate, seconds: float = 60.0, interval: float = 0.1) -> bool:
+    """Whether ``predicate()`` became true within ``seconds``, asked every ``interval``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False

@@ -10,6 +10,8 @@ import pytest
 
 from mapapi.log_output import FLUSH_BYTES, FLUSH_SECONDS, BatchedStreamHandler
 
+from .helpers import wait_until
+
 
 @pytest.fixture
 def written():
@@ -26,21 +28,12 @@ def written():
     handler.close()
 
 
-def wait_for(condition, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
-
-
 def test_an_informational_line_waits_then_is_written_within_the_flush_delay(written):
     logger, stream = written
     logger.info("first")
     assert stream.getvalue() == ""
     started = time.monotonic()
-    assert wait_for(lambda: stream.getvalue() == "INFO first\n")
+    assert wait_until(lambda: stream.getvalue() == "INFO first\n", 5.0, interval=0.01)
     assert time.monotonic() - started < FLUSH_SECONDS + 2  # a loaded machine's slack
 
 

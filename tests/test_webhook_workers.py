@@ -5,7 +5,6 @@ loses nothing) and `mapapi serve`'s background delivery."""
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from sqlalchemy.engine import make_url
 from standardwebhooks.webhooks import Webhook as Verifier
 
 from . import backends
-from .helpers import ServeProcess, mapapi_program
+from .helpers import ServeProcess, mapapi_program, wait_until
 from .receiver import Receiver
 
 API = "/api/v1"
@@ -138,15 +137,6 @@ def deployment(app_config, tmp_path):
             backends.drop_postgres_database(url)
     else:
         yield from _deployment(f"sqlite:///{tmp_path / 'hooks.sqlite3'}", tmp_path)
-
-
-def wait_until(predicate, seconds: float = 60.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_two_workers_on_postgresql_never_send_one_attempt_twice(postgres_deployment, receiver):
