@@ -12,7 +12,7 @@ from .cli import register_commands
 from .contract.docs_page import bp as reference_bp
 from .contract.jsonprovider import OrjsonProvider
 from .extensions import db, migrate
-from .http import hooks, idempotency, ratelimit
+from .http import hooks, idempotency, ratelimit, refused_keys
 from .http.errors import register_error_handlers
 from .http.routing import IdConverter
 from .services import journal
@@ -80,6 +80,7 @@ def register_extensions(app: Flask) -> None:
     journal.init_app(app)
     ratelimit.init_app(app)
     idempotency.init_app(app)
+    refused_keys.init_app(app)
 
 
 def trust_proxies(app: Flask) -> None:

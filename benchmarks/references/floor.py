@@ -2,12 +2,13 @@
 
 It does every check mapapi makes for ``GET /maps/:id``, the page of
 locations and a refused key, and nothing more: the key by its SHA-256 hash
-with revocation, expiry, plan and scope; ``lastUsedAt`` written at most once
-a minute; the general bucket counted on the same moving window (the
-``limits`` engine on the configured storage, as Flask-Limiter drives it);
-the map's ownership; one snapshot per read; the same JSON, the same headers
-(checked byte for byte against mapapi before the load) and one access-log
-line. It runs under waitress with mapapi's settings.
+with revocation, expiry, plan and scope, a key refused for good remembered
+as mapapi remembers it; ``lastUsedAt`` written at most once a minute; the
+general bucket counted on the same moving window (the ``limits`` engine on
+the configured storage, as Flask-Limiter drives it); the map's ownership;
+one snapshot per read; the same JSON, the same headers (checked byte for
+byte against mapapi before the load) and one access-log line. It runs
+under waitress with mapapi's settings.
 
 Usage: ``python floor.py PORT THREADS DATABASE_URL`` (``sqlite:///path`` or
 ``postgresql+psycopg://...``); the limit and its storage come from
@@ -132,6 +133,35 @@ KEY_BY_HASH = """
     WHERE k.secret_hash = ?"""
 
 
+INVALID_KEY = (
+    "INVALID_API_KEY",
+    f"The API key is not valid (malformed, unknown or revoked): send a current key as {SEND_A_KEY}.",
+    'Bearer realm="mapapi", error="invalid_token"',
+)
+EXPIRED_KEY = ("API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}.",
+               'Bearer realm="mapapi", error="invalid_token"')
+#: Keys refused for good (unknown, revoked, expired) -> (refusal, until), as mapapi keeps
+#: them: at most 10,000, oldest dropped first, each for 5 minutes.
+REFUSED: dict[str, tuple[tuple, float]] = {}
+REFUSED_LOCK = threading.Lock()
+
+
+def key_refusal(key, now: datetime):
+    if key is None or key[3] is not None:
+        return INVALID_KEY
+    if key[2] is not None and moment(key[2]) <= now:
+        return EXPIRED_KEY
+    return None
+
+
+def refuse_for_good(digest: str, failure: tuple) -> None:
+    with REFUSED_LOCK:
+        REFUSED.pop(digest, None)
+        while len(REFUSED) >= 10_000:
+            del REFUSED[next(iter(REFUSED))]
+        REFUSED[digest] = (failure, time.monotonic() + 300.0)
+
+
 def authenticate():
     """The account id of a valid key with the right plan and scope; else a Refusal.
 
@@ -140,22 +170,21 @@ def authenticate():
     """
     header = request.headers.get("Authorization", "").strip()
     scheme, _, token = header.partition(" ")
-    key = None
-    if header and scheme.lower() == "bearer" and token.strip():
-        digest = hashlib.sha256(token.strip().encode("utf-8", "surrogatepass")).hexdigest()
-        key = database.read(lambda execute: execute(KEY_BY_HASH, digest).fetchone())
     now = datetime.now(UTC).replace(tzinfo=None)
-    failure = None
+    key = failure = None
     if not header:
         failure = ("MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.",
                    'Bearer realm="mapapi"')
-    elif key is None or key[3] is not None:
-        failure = ("INVALID_API_KEY", "The API key is not valid (malformed, unknown or revoked): "
-                   f"send a current key as {SEND_A_KEY}.",
-                   'Bearer realm="mapapi", error="invalid_token"')
-    elif key[2] is not None and moment(key[2]) <= now:
-        failure = ("API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}.",
-                   'Bearer realm="mapapi", error="invalid_token"')
+    elif scheme.lower() != "bearer" or not token.strip():
+        failure = INVALID_KEY
+    else:
+        digest = hashlib.sha256(token.strip().encode("utf-8", "surrogatepass")).hexdigest()
+        failure, until = REFUSED.get(digest, (None, 0.0))
+        if failure is None or until <= time.monotonic():
+            key = database.read(lambda execute: execute(KEY_BY_HASH, digest).fetchone())
+            failure = key_refusal(key, now)
+            if failure is not None:
+                refuse_for_good(digest, failure)
     identity = f"account:{key[5]}" if failure is None else f"address:{request.remote_addr}"
     count(identity)
     if failure is not None:

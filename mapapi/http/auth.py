@@ -22,6 +22,7 @@ from ..storage.driver import DriverQuery
 from ..storage.models import Account, ApiKey, could_be_id, has_expired, has_pro
 from ..timeutil import utcnow
 from .errors import APIError
+from .refused_keys import refused_keys
 
 API_PREFIX = "/api/v1"
 #: The one path under the API that needs no key: its description.
@@ -31,6 +32,11 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 #: RFC 6750: what a 401 asks for; ``error="invalid_token"`` when a key was sent but is bad.
 CHALLENGE = 'Bearer realm="mapapi"'
 SEND_A_KEY = "`Authorization: Bearer <key>`"
+#: What a 401 for the key that was sent says, by its code.
+KEY_REFUSALS = {
+    "INVALID_API_KEY": "The API key is not valid (malformed, unknown or revoked)",
+    "API_KEY_EXPIRED": "This API key has expired",
+}
 
 
 class Caller(NamedTuple):
@@ -118,20 +124,26 @@ def identify() -> None:
     scheme, _, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
-        g.auth_error = _invalid_key()
+        g.auth_error = _refused_key("INVALID_API_KEY")
+        return
+    secret_hash = hash_secret(token)
+    refused = refused_keys()
+    code = refused.code(secret_hash)
+    if code is not None:
+        g.auth_error = _refused_key(code)
         return
     map_id = _path_map_id(current)
     key = (_KEY_AND_MAP if map_id else _KEY_BY_HASH).one_or_none(
-        db.engine, {"secret_hash": hash_secret(token), "map_id": map_id}
+        db.engine, {"secret_hash": secret_hash, "map_id": map_id}
     )
     now = utcnow()
     if key is None or key.revoked_at is not None:
-        g.auth_error = _invalid_key()
-        return
-    if has_expired(key.expires_at, now):
-        g.auth_error = _unauthorized(
-            "API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}."
-        )
+        code = "INVALID_API_KEY"
+    elif has_expired(key.expires_at, now):
+        code = "API_KEY_EXPIRED"
+    if code is not None:
+        refused.add(secret_hash, code)  # for good: see http.refused_keys
+        g.auth_error = _refused_key(code)
         return
     g.account = Caller(key.account_pk, key.account_id, key.expires_at)
     if map_id:
@@ -158,12 +170,8 @@ def _path_map_id(current) -> str | None:
     return map_id if could_be_id(map_id) else None
 
 
-def _invalid_key() -> APIError:
-    return _unauthorized(
-        "INVALID_API_KEY",
-        f"The API key is not valid (malformed, unknown or revoked): send a current key as "
-        f"{SEND_A_KEY}.",
-    )
+def _refused_key(code: str) -> APIError:
+    return _unauthorized(code, f"{KEY_REFUSALS[code]}: send a current key as {SEND_A_KEY}.")
 
 
 def _unauthorized(code: str, message: str) -> APIError:
