@@ -129,6 +129,17 @@ def build_scenarios(seeded: Seeded) -> list[Scenario]:
             {"Authorization": "Bearer mk_live_" + "x" * 43},
             401,
         ),
+        # Not a target: the same refusal for a key the server has never seen
+        # (scenario.lua draws one per request), which it must look up; a key
+        # refused once is remembered (mapapi/http/refused_keys.py).
+        Scenario(
+            "new_bad_key",
+            "bad key, a new one each time (401)",
+            "app",
+            [Request("GET", f"{API}/maps/{rich.id}")],
+            {"Authorization": "Bearer mk_live_%RANDOM%"},
+            401,
+        ),
         *[
             Scenario(f"filter_{key}", label, "app", [Request("GET", big_page + query)], auth)
             for key, label, query in filtered

@@ -8,6 +8,8 @@
 -- Requests are pre-formatted in init() and sent in turn, each thread starting
 -- at a different place in the list, so that scenarios which must vary ids
 -- (layer memberships) do, at the cost of one table lookup per request.
+-- A header value holding %RANDOM% instead gets 43 fresh random letters in
+-- every request (a key the server has never seen), formatted as it is sent.
 --
 -- done() prints one line, "WRK_RESULT {json}", which run.py parses: counts,
 -- duration, latency percentiles (microseconds) and HTTP statuses by class.
@@ -39,8 +41,39 @@ local function read_request_file(path)
    return headers, items
 end
 
+local RANDOM = "%RANDOM%"
+local LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+local function random_letters(count)
+   local letters = {}
+   for i = 1, count do
+      local at = math.random(#LETTERS)
+      letters[i] = LETTERS:sub(at, at)
+   end
+   return table.concat(letters)
+end
+
+local function fresh_request()
+   local copy = {}
+   for name, value in pairs(fresh.headers) do
+      local at = value:find(RANDOM, 1, true)
+      if at then
+         value = value:sub(1, at - 1) .. random_letters(43) .. value:sub(at + #RANDOM)
+      end
+      copy[name] = value
+   end
+   local item = fresh.items[position]
+   return wrk.format(item.method, item.path, copy, item.body)
+end
+
 function init(args)
    local headers, items = read_request_file(args[1])
+   for _, value in pairs(headers) do
+      if value:find(RANDOM, 1, true) then
+         math.randomseed(os.time() * 100 + thread_number)
+         fresh = { headers = headers, items = items }
+      end
+   end
    prepared = {}
    for i, item in ipairs(items) do
       local copy = {}
@@ -54,6 +87,9 @@ end
 
 function request()
    position = position % #prepared + 1
+   if fresh then
+      return fresh_request()
+   end
    return prepared[position]
 end
 
