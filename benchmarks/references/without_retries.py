@@ -17,14 +17,18 @@ from mapapi.console import main
 from mapapi.http import etags, idempotency
 
 
-def unchanged(response=None):
+def passes(_request):
+    return None
+
+
+def unchanged(response):
     return response
 
 
 if __name__ == "__main__":
     # mapapi/http/hooks.py calls each step through its module.
-    idempotency.seen_before = idempotency.check_key_format = unchanged
-    etags.check_precondition = unchanged
+    idempotency.seen_before = idempotency.check_key_format = passes
+    etags.check_precondition = passes
     idempotency.finish = etags.add_etag = unchanged
     port, threads = sys.argv[1:3]
     sys.argv = ["mapapi", "serve", "--host", "127.0.0.1", "--port", port, "--threads", threads]

@@ -56,15 +56,16 @@ def add_etag(response):
     return response
 
 
-def check_precondition() -> None:
-    """``If-Match`` on PUT or DELETE: 412 PRECONDITION_FAILED unless it matches now.
+def check_precondition(current) -> None:
+    """``If-Match`` on a PUT or DELETE ``current``: 412 PRECONDITION_FAILED
+    unless it matches now.
 
     Runs after the body size (413) and before validation; an unknown
     resource is still 404, from its GET view.
     """
     # An empty If-Match names no entity-tag: no precondition (the body's
     # own errors answer, as without the header).
-    if request.method not in GUARDED_METHODS or not request.headers.get("If-Match", "").strip():
+    if current.method not in GUARDED_METHODS or not current.headers.get("If-Match", "").strip():
         return
     if request.routing_exception is not None or g.get("account") is None:
         return

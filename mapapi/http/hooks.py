@@ -1,5 +1,7 @@
 """The two request hooks: the steps every request and every response pass."""
 
+from flask import request
+
 from . import access_log, auth, compression, cors, etags, headers, idempotency, payload, ratelimit
 from .errors import APIError, error_response
 
@@ -15,6 +17,7 @@ def before_request():
     per-hook work on every request. A browser's CORS preflight is answered
     right after the general rate limit: it carries no key.
     """
+    current = request._get_current_object()  # one context lookup for the steps below
     access_log.start_timer()
     headers.assign_request_id()
     auth.identify()
@@ -25,15 +28,15 @@ def before_request():
     refusal = auth.refusal()  # 2, 3
     if refusal is not None:
         return error_response(refusal)  # as its handler would, without the raise
-    seen = idempotency.seen_before()  # 5
+    seen = idempotency.seen_before(current)  # 5
     ratelimit.check_route_limit(answered=seen is not None)  # 6
     if isinstance(seen, APIError):
         raise seen
     if seen is not None:
         return seen
     payload.check_body_size()  # 7: 413, then ownership and 412, then 400
-    etags.check_precondition()
-    idempotency.check_key_format()
+    etags.check_precondition(current)
+    idempotency.check_key_format(current)
     return None
 
 

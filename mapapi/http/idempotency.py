@@ -92,16 +92,17 @@ def init_app(app) -> None:
     app.extensions["mapapi.idempotency.sweeper"] = Sweeper()
 
 
-def seen_before():
-    """Check 5: the answer for a key already seen, or None to go on.
+def seen_before(current):
+    """Check 5 of the request ``current``: the answer for a key already
+    seen, or None to go on.
 
     The answer is a response to replay or an APIError (409, 422). When the
     key is new (or its row may be taken over), it is reserved for this
     request, and ``finish`` settles it once the answer is known.
     """
-    if request.method != "POST":
+    if current.method != "POST":
         return None
-    key = request.headers.get(HEADER)
+    key = current.headers.get(HEADER)
     if key is None or not _VALID_KEY.fullmatch(key) or not _applies():
         return None
     fingerprint = _fingerprint()
@@ -132,11 +133,11 @@ def seen_before():
     return _in_use()
 
 
-def check_key_format() -> None:
-    """A malformed ``Idempotency-Key`` is a field error of the request (check 7)."""
-    if request.method != "POST" or not is_api_request():
+def check_key_format(current) -> None:
+    """A malformed ``Idempotency-Key`` is a field error of the request ``current`` (check 7)."""
+    if current.method != "POST" or not is_api_request():
         return
-    key = request.headers.get(HEADER)
+    key = current.headers.get(HEADER)
     if key is not None and not _VALID_KEY.fullmatch(key):
         raise validation_error(
             "The Idempotency-Key header is invalid.",
