@@ -271,8 +271,10 @@ def main(argv=None) -> int:
     if options.sync_only:
         scenarios = len(WRK_WRITES)
     else:
+        # Each scenario with twins is measured with them there and back (load.run_order).
         twins = len(GUARDED_SCENARIOS) + len(RETRY_SCENARIOS)
-        scenarios = 15 + twins + (0 if options.no_references else 6)
+        paired = len(set(GUARDED_SCENARIOS) | set(RETRY_SCENARIOS))
+        scenarios = 16 + 2 * twins + paired + (0 if options.no_references else 6)
     per_run = scenarios * (options.duration + options.warmup + options.bare_duration)
     slots = 0 if options.baseline_only else (
         len(names) * options.runs * (per_run + options.bare_duration + options.warmup)

@@ -202,21 +202,30 @@ def load_phase(
     runs = []
     for run in range(1, options.runs + 1):
         bares = [measure(bare, run, options.warmup, options.bare_duration)]
-        measured = {}
+        measured: dict[str, list[Measurement]] = {}
         for scenario in run_order(app_scenarios, run):
             result = measure(scenario, run, options.warmup, options.duration)
             bares.append(measure(bare, run, 0, options.bare_duration))
             result.reference_rps = (bares[-2].rps + bares[-1].rps) / 2
-            measured[scenario.key] = result
-        measured["bare"] = combine_bare(bares)
-        runs.append(measured)
+            measured.setdefault(scenario.key, []).append(result)
+        runs.append({key: combine(results) for key, results in measured.items()})
+        runs[-1]["bare"] = combine_bare(bares)
     return runs
 
 
 def run_order(scenarios: list[Scenario], run: int) -> list[Scenario]:
-    """The scenarios in run ``run``'s order: the twins (``Scenario.twin``)
-    right beside the scenario they copy, after it in odd runs and before it
-    in even ones, so that neither side always meets the warmer machine."""
+    """The scenarios in run ``run``'s order.
+
+    A scenario with twins (``Scenario.twin``) is measured with them there
+    and back, ``A B C C B A``: every side's two measurements sit, on
+    average, at the same moment of the run, so that a machine speeding up
+    or slowing down during the group weighs on each alike. The group
+    starts from the scenario in odd runs and from its last twin in even
+    ones. (Measured once each, as ``A B C``, the twin in the middle came
+    out 7% to 9% behind the scenario in all three runs of one benchmark;
+    the same two servers measured in turn over six rounds were even, 96% to
+    104% a round.)
+    """
     twins: dict[str, list[Scenario]] = {}
     for scenario in scenarios:
         if scenario.twin:
@@ -226,7 +235,11 @@ def run_order(scenarios: list[Scenario], run: int) -> list[Scenario]:
         if scenario.twin:
             continue
         group = [scenario, *twins.get(scenario.key, [])]
-        order += group if run % 2 else group[::-1]
+        if len(group) == 1:
+            order.append(scenario)
+            continue
+        there = group if run % 2 else group[::-1]
+        order += there + there[::-1]
     return order
 
 
@@ -265,19 +278,31 @@ def merge_counts(counts) -> dict[str, int]:
     return merged
 
 
-def combine_bare(bares: list[Measurement]) -> Measurement:
-    """One run's bare-view figure: the mean of its measurements, and their spread."""
-    rps = statistics.mean(m.rps for m in bares)
+def combine(measurements: list[Measurement]) -> Measurement:
+    """One run's figure for a scenario measured several times: the mean of
+    its measurements (counts summed), and their spread."""
+    if len(measurements) == 1:
+        return measurements[0]
+    rps = statistics.mean(m.rps for m in measurements)
+    events = [m.events for m in measurements]
     return Measurement(
         rps=rps,
-        p50_ms=statistics.mean(m.p50_ms for m in bares),
-        p99_ms=statistics.mean(m.p99_ms for m in bares),
-        requests=sum(m.requests for m in bares),
-        unexpected=merge_counts(m.unexpected for m in bares),
-        server_cpu=statistics.mean(m.server_cpu for m in bares),
-        wrk_cpu=statistics.mean(m.wrk_cpu for m in bares),
-        reference_rps=rps,
-        spread=(max(m.rps for m in bares) - min(m.rps for m in bares)) / rps,
+        p50_ms=statistics.mean(m.p50_ms for m in measurements),
+        p99_ms=statistics.mean(m.p99_ms for m in measurements),
+        requests=sum(m.requests for m in measurements),
+        unexpected=merge_counts(m.unexpected for m in measurements),
+        server_cpu=statistics.mean(m.server_cpu for m in measurements),
+        wrk_cpu=statistics.mean(m.wrk_cpu for m in measurements),
+        reference_rps=statistics.mean(m.reference_rps for m in measurements),
+        spread=(max(m.rps for m in measurements) - min(m.rps for m in measurements)) / rps,
+        events=None if None in events else sum(events),
     )
+
+
+def combine_bare(bares: list[Measurement]) -> Measurement:
+    """One run's bare-view figure: the mean of its measurements, and their spread."""
+    combined = combine(bares)
+    combined.reference_rps = combined.rps
+    return combined
 
 
