@@ -12,7 +12,7 @@ import json
 import urllib.error
 import urllib.request
 
-from .scenarios import Scenario
+from .scenarios import Scenario, headers_to_send
 from .servers import DIRECT, Server
 from .settings import progress
 
@@ -25,7 +25,7 @@ VOLATILE_HEADERS = {
 def fetch(server: Server, scenario: Scenario) -> tuple[int, dict, bytes]:
     request = scenario.requests[0]
     outgoing = urllib.request.Request(  # noqa: S310 - http://127.0.0.1 only
-        server.base_url + request.path, method=request.method, headers=scenario.headers,
+        server.base_url + request.path, method=request.method, headers=headers_to_send(scenario),
         data=request.body.encode() if request.body else None,
     )
     try:

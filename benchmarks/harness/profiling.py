@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from .data import make_app
-from .scenarios import Scenario
+from .scenarios import Scenario, headers_to_send
 
 #: The hot paths --profile runs, reads then writes; a bulk counts as one request.
 PROFILED = ("get_map", "bad_key", "list_100", "create", "bulk")
@@ -73,7 +73,7 @@ def wsgi_environs(scenario: Scenario, count: int) -> list[dict]:
     request = scenario.requests[0]
     return [
         EnvironBuilder(
-            path=request.path, method=request.method, headers=scenario.headers, data=request.body
+            path=request.path, method=request.method, headers=headers_to_send(scenario), data=request.body
         ).get_environ()
         for _ in range(count)
     ]

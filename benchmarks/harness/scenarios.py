@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import string
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -16,6 +17,10 @@ class Request:
     method: str
     path: str
     body: str | None = None
+
+
+#: In a header value: 43 letters drawn anew for each request (by lua/scenario.lua under wrk).
+FRESH = "%RANDOM%"
 
 
 @dataclass
@@ -33,6 +38,14 @@ class Scenario:
     #: The key of the scenario this one copies to another server, measured
     #: beside it in each run (``load.run_order``); empty for most.
     twin: str = ""
+
+
+def headers_to_send(scenario: Scenario) -> dict[str, str]:
+    """The scenario's headers for one request, with ``FRESH`` drawn."""
+    return {
+        name: value.replace(FRESH, "".join(random.choices(string.ascii_letters, k=43)))
+        for name, value in scenario.headers.items()
+    }
 
 
 def location_item(rng: random.Random, writes: SeededMap, number: int) -> dict:
@@ -137,7 +150,7 @@ def build_scenarios(seeded: Seeded) -> list[Scenario]:
             "bad key, a new one each time (401)",
             "app",
             [Request("GET", f"{API}/maps/{rich.id}")],
-            {"Authorization": "Bearer mk_live_%RANDOM%"},
+            {"Authorization": f"Bearer mk_live_{FRESH}"},
             401,
         ),
         *[

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .data import make_app
-from .scenarios import Request, Scenario
+from .scenarios import Request, Scenario, headers_to_send
 
 
 def count_statements(database_url: str, scenarios: list[Scenario]) -> dict[str, dict]:
@@ -53,7 +53,7 @@ def count_statements(database_url: str, scenarios: list[Scenario]) -> dict[str, 
 
 def send_in_process(client, scenario: Scenario, request: Request):
     response = client.open(
-        request.path, method=request.method, headers=scenario.headers, data=request.body
+        request.path, method=request.method, headers=headers_to_send(scenario), data=request.body
     )
     if response.status_code != scenario.expected_status:
         body = response.get_data(as_text=True)[:500]
