@@ -73,7 +73,10 @@ def wsgi_environs(scenario: Scenario, count: int) -> list[dict]:
     request = scenario.requests[0]
     return [
         EnvironBuilder(
-            path=request.path, method=request.method, headers=headers_to_send(scenario), data=request.body
+            path=request.path,
+            method=request.method,
+            headers=headers_to_send(scenario),
+            data=request.body,
         ).get_environ()
         for _ in range(count)
     ]

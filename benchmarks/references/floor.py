@@ -135,11 +135,17 @@ KEY_BY_HASH = """
 
 INVALID_KEY = (
     "INVALID_API_KEY",
-    f"The API key is not valid (malformed, unknown or revoked): send a current key as {SEND_A_KEY}.",
+    (
+        "The API key is not valid (malformed, unknown or revoked): "
+        f"send a current key as {SEND_A_KEY}."
+    ),
     'Bearer realm="mapapi", error="invalid_token"',
 )
-EXPIRED_KEY = ("API_KEY_EXPIRED", f"This API key has expired: send a current key as {SEND_A_KEY}.",
-               'Bearer realm="mapapi", error="invalid_token"')
+EXPIRED_KEY = (
+    "API_KEY_EXPIRED",
+    f"This API key has expired: send a current key as {SEND_A_KEY}.",
+    'Bearer realm="mapapi", error="invalid_token"',
+)
 #: Keys refused for good (unknown, revoked, expired) -> (refusal, until), as mapapi keeps
 #: them: at most 10,000, oldest dropped first, each for 5 minutes.
 REFUSED: dict[str, tuple[tuple, float]] = {}

@@ -67,7 +67,7 @@ def check_precondition(current) -> None:
     # own errors answer, as without the header).
     if current.method not in GUARDED_METHODS or not current.headers.get("If-Match", "").strip():
         return
-    if request.routing_exception is not None or g.get("account") is None:
+    if current.routing_exception is not None or g.get("account") is None:
         return
     resource = _resource_of_path()
     if resource is None:
