@@ -37,7 +37,7 @@ from harness.baseline import compare_versions, comparison_seconds
 from harness.baseline_report import comparison_json, print_comparison
 from harness.data import database_for, seed_database
 from harness.event_count import EventCounter
-from harness.load import ensure_wrk, load_phase
+from harness.load import TURN_SECONDS, ensure_wrk, load_phase
 from harness.profiling import profile_endpoints
 from harness.report import (
     code_description,
@@ -47,14 +47,11 @@ from harness.report import (
     print_report,
 )
 from harness.scenarios import (
-    GUARDED_SCENARIOS,
-    RETRY_SCENARIOS,
-    TWIN_SERVERS,
+    TWINS,
     build_scenarios,
     reference_scenarios,
     statement_probes,
-    unguarded_scenarios,
-    without_retries_scenarios,
+    twin_scenarios,
 )
 from harness.servers import (
     Processes,
@@ -89,6 +86,13 @@ def parse_options(argv=None):
     parser.add_argument("--warmup", type=int, default=1, help="warm-up seconds before each (1)")
     parser.add_argument(
         "--bare-duration", type=int, default=3, help="seconds of each bare-view measurement (3)"
+    )
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=8,
+        help=f"rounds of {TURN_SECONDS} s turns in which a scenario and its twins are "
+        "measured, each run (8)",
     )
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (16)")
     parser.add_argument("--wrk-threads", type=int, default=2, help="wrk threads (2)")
@@ -177,13 +181,13 @@ def benchmark_backend(backend, options, wrk, workdir, processes, servers) -> dic
         if with_references:
             scenarios += reference_scenarios(scenarios)
         if not options.sync_only:
-            scenarios += unguarded_scenarios(scenarios) + without_retries_scenarios(scenarios)
+            scenarios += twin_scenarios(scenarios)
         progress(f"{backend}: starting mapapi serve and the references")
         started = {"app": start_app_server(processes, url, workdir, backend)}
         started["app"].events = counter = EventCounter(url)
         try:
             if not options.sync_only:
-                for twin in TWIN_SERVERS:
+                for twin in TWINS:
                     started[twin] = start_twin_server(processes, twin, url, workdir, backend)
             if with_references:
                 started["floor"] = start_floor_server(processes, url, workdir, backend)
@@ -269,13 +273,16 @@ def main(argv=None) -> int:
     wrk = ensure_wrk() if options.profile is None else None
     # mapapi's scenarios and the references'; the bare view is measured before and after each
     if options.sync_only:
-        scenarios = len(WRK_WRITES)
+        scenarios, groups = len(WRK_WRITES), 0
     else:
-        # Each scenario with twins is measured with them there and back (load.run_order).
-        twins = len(GUARDED_SCENARIOS) + len(RETRY_SCENARIOS)
-        paired = len(set(GUARDED_SCENARIOS) | set(RETRY_SCENARIOS))
-        scenarios = 16 + 2 * twins + paired + (0 if options.no_references else 6)
-    per_run = scenarios * (options.duration + options.warmup + options.bare_duration)
+        # A scenario with twins is measured with them in turns (load.measure_in_turn).
+        twinned = {key for _, keys in TWINS.values() for key in keys}
+        servers = len(twinned) + sum(len(keys) for _, keys in TWINS.values())
+        scenarios = 18 - len(twinned) + (0 if options.no_references else 6)
+        groups = len(twinned) * options.bare_duration + servers * (
+            options.warmup + options.turns * TURN_SECONDS
+        )
+    per_run = scenarios * (options.duration + options.warmup + options.bare_duration) + groups
     slots = 0 if options.baseline_only else (
         len(names) * options.runs * (per_run + options.bare_duration + options.warmup)
         + len(names) * sync_seconds(options)

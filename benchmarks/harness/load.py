@@ -32,6 +32,9 @@ class Measurement:
     spread: float = 0.0
     #: Events the server recorded meanwhile (None: it has no ``events`` counter).
     events: int | None = None
+    #: For a scenario measured in turns (``measure_in_turn``): the rate of
+    #: each turn, in order.
+    turns: tuple[float, ...] = ()
 
     @property
     def ratio(self) -> float:
@@ -186,61 +189,80 @@ def load_phase(
     """All runs; in each, the bare view is measured before, between and after the scenarios.
 
     A scenario's ratio divides by the mean of the two bare-view measurements
-    on either side of it, seconds apart, so that the ratio stays honest when
-    the speed of a shared machine drifts during a run.
+    on either side of it (or of its group of twins), seconds apart, so that
+    the ratio stays honest when the speed of a shared machine drifts during
+    a run.
     """
     files = {s.key: write_request_file(s, workdir) for s in scenarios}
     bare = next(s for s in scenarios if s.server == "bare")
     app_scenarios = [s for s in scenarios if s.server != "bare"]
 
-    def measure(scenario, run, warmup, duration):
+    def measure(scenario, tag, warmup, duration):
         return measure_scenario(
             wrk, options, scenario, servers[scenario.server], files[scenario.key],
-            (warmup, duration), processes, f"{backend} run {run}/{options.runs}",
+            (warmup, duration), processes, f"{backend} run {tag}",
         )  # fmt: skip
 
     runs = []
     for run in range(1, options.runs + 1):
-        bares = [measure(bare, run, options.warmup, options.bare_duration)]
+        tag = f"{run}/{options.runs}"
+        bares = [measure(bare, tag, options.warmup, options.bare_duration)]
         measured: dict[str, list[Measurement]] = {}
-        for scenario in run_order(app_scenarios, run):
-            result = measure(scenario, run, options.warmup, options.duration)
-            bares.append(measure(bare, run, 0, options.bare_duration))
-            result.reference_rps = (bares[-2].rps + bares[-1].rps) / 2
-            measured.setdefault(scenario.key, []).append(result)
+        for group in twin_groups(app_scenarios):
+            if len(group) == 1:
+                results = [(group[0], measure(group[0], tag, options.warmup, options.duration))]
+            else:
+                results = measure_in_turn(group, run, options, measure, tag)
+            bares.append(measure(bare, tag, 0, options.bare_duration))
+            for scenario, result in results:
+                result.reference_rps = (bares[-2].rps + bares[-1].rps) / 2
+                measured.setdefault(scenario.key, []).append(result)
         runs.append({key: combine(results) for key, results in measured.items()})
         runs[-1]["bare"] = combine_bare(bares)
     return runs
 
 
-def run_order(scenarios: list[Scenario], run: int) -> list[Scenario]:
-    """The scenarios in run ``run``'s order.
-
-    A scenario with twins (``Scenario.twin``) is measured with them there
-    and back, ``A B C C B A``: every side's two measurements sit, on
-    average, at the same moment of the run, so that a machine speeding up
-    or slowing down during the group weighs on each alike. The group
-    starts from the scenario in odd runs and from its last twin in even
-    ones. (Measured once each, as ``A B C``, the twin in the middle came
-    out 7% to 9% behind the scenario in all three runs of one benchmark;
-    the same two servers measured in turn over six rounds were even, 96% to
-    104% a round.)
-    """
+def twin_groups(scenarios: list[Scenario]) -> list[list[Scenario]]:
+    """The scenarios in order, each with its twins (``Scenario.twin``) in one group."""
     twins: dict[str, list[Scenario]] = {}
     for scenario in scenarios:
         if scenario.twin:
             twins.setdefault(scenario.twin, []).append(scenario)
-    order = []
-    for scenario in scenarios:
-        if scenario.twin:
-            continue
-        group = [scenario, *twins.get(scenario.key, [])]
-        if len(group) == 1:
-            order.append(scenario)
-            continue
-        there = group if run % 2 else group[::-1]
-        order += there + there[::-1]
-    return order
+    return [[s, *twins.get(s.key, [])] for s in scenarios if not s.twin]
+
+
+#: How long each turn of a group of twins lasts, in seconds.
+TURN_SECONDS = 1
+
+
+def measure_in_turn(group: list[Scenario], run: int, options, measure, tag: str):
+    """A scenario and its twins, each warmed up, then measured in turns of
+    ``TURN_SECONDS``: ``options.turns`` rounds, every server once a round,
+    the order reversed each round (and from the other end in even runs).
+
+    A shared machine's speed moves by 10% and more from one second to the
+    next, so one pair of measurements says little about a few per cent. Two
+    servers measured a second each, one right after the other, see nearly
+    the same machine; the comparison reads the median of many such pairs
+    (``turn_ratios``), which one slow second cannot move. (Measured instead
+    as ``A B C C B A``, 3 s each and averaged, mapapi serve and a twin
+    doing the same work came out up to 10% apart, run after run.)
+    """
+    for scenario in group:
+        measure(scenario, tag + " warm-up", options.warmup, 0)
+    taken: dict[str, list[Measurement]] = {scenario.key: [] for scenario in group}
+    for round_number in range(options.turns):
+        order = group if (run + round_number) % 2 else group[::-1]
+        for scenario in order:
+            taken[scenario.key].append(measure(scenario, tag, 0, TURN_SECONDS))
+    by_key = {scenario.key: scenario for scenario in group}
+    return [(by_key[key], combine(results)) for key, results in taken.items()]
+
+
+def turn_ratios(first: Measurement, second: Measurement) -> list[float]:
+    """The ratio of two scenarios' rates turn by turn (one ratio without turns)."""
+    pairs = zip(first.turns or (first.rps,), second.turns or (second.rps,), strict=True)
+    return [a / b for a, b in pairs]
 
 
 def measure_scenario(
@@ -260,6 +282,8 @@ def measure_scenario(
     warmup, duration = seconds
     if warmup > 0:
         run_wrk(wrk, options, scenario, server, request_file, warmup, processes)
+    if not duration:
+        return None
     result = run_wrk(wrk, options, scenario, server, request_file, duration, processes)
     progress(
         f"  [{tag}] {scenario.label:<28} "
@@ -280,7 +304,7 @@ def merge_counts(counts) -> dict[str, int]:
 
 def combine(measurements: list[Measurement]) -> Measurement:
     """One run's figure for a scenario measured several times: the mean of
-    its measurements (counts summed), and their spread."""
+    its measurements (counts summed), their spread, and each one's rate."""
     if len(measurements) == 1:
         return measurements[0]
     rps = statistics.mean(m.rps for m in measurements)
@@ -296,6 +320,7 @@ def combine(measurements: list[Measurement]) -> Measurement:
         reference_rps=statistics.mean(m.reference_rps for m in measurements),
         spread=(max(m.rps for m in measurements) - min(m.rps for m in measurements)) / rps,
         events=None if None in events else sum(events),
+        turns=tuple(m.rps for m in measurements),
     )
 
 

@@ -36,7 +36,7 @@ class Scenario:
     #: Locations each request creates (for the bulk-versus-single ratio).
     creates: int = 0
     #: The key of the scenario this one copies to another server, measured
-    #: beside it in each run (``load.run_order``); empty for most.
+    #: in turn with it in each run (``load.measure_in_turn``); empty for most.
     twin: str = ""
 
 
@@ -206,18 +206,26 @@ GUARDED_SCENARIOS = ("get_map", "list_100", "create", "bad_key")
 #: What issue 16 compares: mapapi with and without the steps of safe retries,
 #: for requests that send neither Idempotency-Key nor a precondition.
 RETRY_SCENARIOS = ("get_map", "create")
-#: The servers of mapapi's own app that those copies go to (``references/<name>.py``).
-TWIN_SERVERS = ("unguarded", "without_retries")
+#: The control: ``mapapi serve`` against a second ``mapapi serve``, the same
+#: code in another process. How far apart two identical servers come out
+#: is how finely the two comparisons above can see.
+CONTROL_SCENARIOS = RETRY_SCENARIOS
+#: The servers of mapapi's own app that copies of its scenarios go to
+#: (``references/<name>.py``): the label of their rows, and which scenarios.
+TWINS = {
+    "unguarded": ("plain waitress: ", GUARDED_SCENARIOS),
+    "without_retries": ("without retry steps: ", RETRY_SCENARIOS),
+    "again": ("mapapi serve again: ", CONTROL_SCENARIOS),
+}
 
 
-def unguarded_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
-    """The same requests, sent to mapapi's app on plain waitress."""
-    return twins("unguarded", "plain waitress: ", scenarios, GUARDED_SCENARIOS)
-
-
-def without_retries_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
-    """The same requests, sent to mapapi serve without the steps of safe retries."""
-    return twins("without_retries", "without retry steps: ", scenarios, RETRY_SCENARIOS)
+def twin_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
+    """The copies of mapapi's scenarios that its twins serve."""
+    return [
+        copy
+        for server, (label, keys) in TWINS.items()
+        for copy in twins(server, label, scenarios, keys)
+    ]
 
 
 def twins(server: str, label: str, scenarios: list[Scenario], keys) -> list[Scenario]:

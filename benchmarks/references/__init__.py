@@ -3,6 +3,8 @@
 Each is a script started as its own process: ``bare.py`` (a JSON view and
 nothing else), ``floor.py`` (every check mapapi makes, on the database
 driver alone), ``peer.py`` (the same reads as FastAPI's tutorial
-teaches them) and ``unguarded.py`` (mapapi's own app on plain waitress,
-without ``mapapi serve``'s connection guards).
+teaches them), and mapapi's own app served another way:
+``unguarded.py`` (on plain waitress, without ``mapapi serve``'s connection
+guards), ``without_retries.py`` (without the request steps of safe retries)
+and ``again.py`` (``mapapi serve`` itself, the control).
 """
