@@ -47,6 +47,9 @@ from harness.report import (
     print_report,
 )
 from harness.scenarios import (
+    RETRY_SCENARIOS,
+    RETRY_STATES,
+    TWIN_SERVERS,
     TWINS,
     build_scenarios,
     reference_scenarios,
@@ -187,7 +190,7 @@ def benchmark_backend(backend, options, wrk, workdir, processes, servers) -> dic
         started["app"].events = counter = EventCounter(url)
         try:
             if not options.sync_only:
-                for twin in TWINS:
+                for twin in TWIN_SERVERS:
                     started[twin] = start_twin_server(processes, twin, url, workdir, backend)
             if with_references:
                 started["floor"] = start_floor_server(processes, url, workdir, backend)
@@ -276,8 +279,9 @@ def main(argv=None) -> int:
         scenarios, groups = len(WRK_WRITES), 0
     else:
         # A scenario with twins is measured with them in turns (load.measure_in_turn).
-        twinned = {key for _, keys in TWINS.values() for key in keys}
-        servers = len(twinned) + sum(len(keys) for _, keys in TWINS.values())
+        copies = [keys for _, keys in TWINS.values()] + [RETRY_SCENARIOS] * len(RETRY_STATES)
+        twinned = {key for keys in copies for key in keys}
+        servers = len(twinned) + sum(len(keys) for keys in copies)
         scenarios = 18 - len(twinned) + (0 if options.no_references else 6)
         groups = len(twinned) * options.bare_duration + servers * (
             options.warmup + options.turns * TURN_SECONDS

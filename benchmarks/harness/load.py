@@ -277,8 +277,12 @@ def measure_scenario(
 ) -> Measurement:
     """A warm-up wrk run whose figures are dropped (none for 0 s), then the measured one.
 
-    ``seconds`` is (warm-up, measured); ``tag`` names the run in the progress line.
+    ``seconds`` is (warm-up, measured; none for 0 s); ``tag`` names the run
+    in the progress line. A switchable twin is first put in the scenario's
+    state (``Scenario.switch``).
     """
+    if scenario.switch:
+        server.process.send_signal(scenario.switch)
     warmup, duration = seconds
     if warmup > 0:
         run_wrk(wrk, options, scenario, server, request_file, warmup, processes)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .load import merge_counts, turn_ratios
-from .scenarios import TWINS, Scenario
+from .scenarios import GUARDED_SCENARIOS, RETRY_SCENARIOS, TWINS, Scenario
 from .settings import BULK_SIZE, SERVER_THREADS, SMALL_STATEMENT_COUNT
 
 
@@ -97,10 +97,8 @@ def evaluate_targets(runs, statements) -> tuple[list[Target], dict]:
     targets.append(
         Target("a replayed POST vs the POST, req/s", f"{replay:.2f}x", "> 1x", replay > 1)
     )
-    for twin, (_, keys) in TWINS.items():
-        if f"{twin}_get_map" in runs[0] and twin in TWIN_GOALS:
-            targets += versus_twins(runs, twin, keys)
     if "again_get_map" in runs[0]:
+        targets += versus_twins(runs)
         extra["control"] = versus_itself(runs)
     if "floor_get_map" in runs[0]:
         reference_targets = versus_references(runs)
@@ -160,25 +158,34 @@ LABELS = {
     "create": "POST location",
 }
 
-#: What a part of mapapi may cost a request that does not use it: its
-#: connection guards (issue 22), the steps of safe retries for a request
-#: with neither Idempotency-Key nor a precondition (issue 16).
-TWIN_GOALS = {
-    "unguarded": ("mapapi serve vs plain waitress (issue 22)", 0.95),
-    "without_retries": ("mapapi vs without the retry steps (issue 16)", 0.95),
-}
+#: What a part of mapapi may cost a request that does not use it, as pairs
+#: of scenarios measured in turn: its connection guards (issue 22), mapapi
+#: serve against plain waitress; the steps of safe retries for a request
+#: with neither Idempotency-Key nor a precondition (issue 16), switched on
+#: and off in one process. (name, least ratio, key prefixes, scenarios)
+TWIN_GOALS = [
+    ("mapapi serve vs plain waitress (issue 22)", 0.95, ("", "unguarded_"), GUARDED_SCENARIOS),
+    (
+        "retry steps on vs off, one process (issue 16)",
+        0.95,
+        ("retries_on_", "retries_off_"),
+        RETRY_SCENARIOS,
+    ),
+]
 
 
-def versus_twins(runs, twin: str, keys) -> list[Target]:
-    """mapapi serve against the same app served as ``twin``, per scenario:
-    the median of the ratios of the turns they were measured in, over all runs."""
-    name, least = TWIN_GOALS[twin]
+def versus_twins(runs) -> list[Target]:
+    """Each pair of ``TWIN_GOALS``, per scenario: the median of the ratios of
+    the turns the two were measured in, over all runs."""
     targets = []
-    for key in keys:
-        value = median_turn_ratio(runs, key, f"{twin}_{key}")
-        targets.append(
-            Target(f"{LABELS[key]}: {name}", percent(value), f">= {percent(least)}", value >= least)
-        )
+    for name, least, (first, second), keys in TWIN_GOALS:
+        for key in keys:
+            value = median_turn_ratio(runs, first + key, second + key)
+            targets.append(
+                Target(
+                    f"{LABELS[key]}: {name}", percent(value), f">= {percent(least)}", value >= least
+                )
+            )
     return targets
 
 
@@ -190,7 +197,7 @@ def median_turn_ratio(runs, first: str, second: str) -> float:
 
 def versus_itself(runs) -> dict[str, str]:
     """The control: mapapi serve against a second mapapi serve, measured like
-    the twins; not a target, the comparisons' own resolution."""
+    the twins; not a target, but how finely two processes can be compared."""
     _, keys = TWINS["again"]
     return {LABELS[key]: percent(median_turn_ratio(runs, key, f"again_{key}")) for key in keys}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import string
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -38,6 +39,9 @@ class Scenario:
     #: The key of the scenario this one copies to another server, measured
     #: in turn with it in each run (``load.measure_in_turn``); empty for most.
     twin: str = ""
+    #: A signal sent to the server before each measurement: the state a
+    #: switchable twin serves this scenario in (``RETRY_STATES``).
+    switch: signal.Signals | None = None
 
 
 def headers_to_send(scenario: Scenario) -> dict[str, str]:
@@ -203,45 +207,61 @@ def reference_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
 
 #: What issue 22 compares: ``mapapi serve`` against the same app on plain waitress.
 GUARDED_SCENARIOS = ("get_map", "list_100", "create", "bad_key")
-#: What issue 16 compares: mapapi with and without the steps of safe retries,
-#: for requests that send neither Idempotency-Key nor a precondition.
+#: What issue 16 compares: the steps of safe retries switched on and off
+#: in one process, for requests that send neither Idempotency-Key nor a
+#: precondition.
 RETRY_SCENARIOS = ("get_map", "create")
 #: The control: ``mapapi serve`` against a second ``mapapi serve``, the same
 #: code in another process. How far apart two identical servers come out
-#: is how finely the two comparisons above can see.
+#: is how finely a comparison of two processes can see.
 CONTROL_SCENARIOS = RETRY_SCENARIOS
-#: The servers of mapapi's own app that copies of its scenarios go to
+#: The servers of mapapi's own app that copies of mapapi's scenarios go to
 #: (``references/<name>.py``): the label of their rows, and which scenarios.
 TWINS = {
     "unguarded": ("plain waitress: ", GUARDED_SCENARIOS),
-    "without_retries": ("without retry steps: ", RETRY_SCENARIOS),
     "again": ("mapapi serve again: ", CONTROL_SCENARIOS),
 }
+#: The twin whose retry steps a signal switches (``references/retry_switch.py``),
+#: and the states it serves issue 16's scenarios in: label, signal.
+RETRY_SWITCH = "retry_switch"
+RETRY_STATES = {
+    "retries_on": ("retry steps on: ", signal.SIGUSR2),
+    "retries_off": ("retry steps off: ", signal.SIGUSR1),
+}
+TWIN_SERVERS = (*TWINS, RETRY_SWITCH)
 
 
 def twin_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
     """The copies of mapapi's scenarios that its twins serve."""
-    return [
+    copies = [
         copy
         for server, (label, keys) in TWINS.items()
         for copy in twins(server, label, scenarios, keys)
     ]
+    for state, (label, switch) in RETRY_STATES.items():
+        copies += twins(RETRY_SWITCH, label, scenarios, RETRY_SCENARIOS, state, switch)
+    return copies
 
 
-def twins(server: str, label: str, scenarios: list[Scenario], keys) -> list[Scenario]:
-    """Copies of mapapi's scenarios ``keys`` for ``server``, each measured
-    beside mapapi serve's: a few per cent apart is the question, and a
-    shared machine drifts by more than that within a run."""
-    copies = sent_to(server, label, scenarios, keys)
-    return [replace(copy, twin=key) for copy, key in zip(copies, keys, strict=True)]
+def twins(server, label, scenarios, keys, prefix="", switch=None) -> list[Scenario]:
+    """Copies of mapapi's scenarios ``keys`` for ``server`` (keys prefixed
+    with ``prefix``, by default the server's name), each measured in turn
+    with mapapi serve's: a few per cent apart is the question, and a shared
+    machine drifts by more than that within a run."""
+    copies = sent_to(server, label, scenarios, keys, prefix)
+    return [
+        replace(copy, twin=key, switch=switch) for copy, key in zip(copies, keys, strict=True)
+    ]
 
 
-def sent_to(server: str, label: str, scenarios: list[Scenario], keys) -> list[Scenario]:
-    """Scenarios ``keys`` of mapapi's, sent to ``server`` under keys prefixed with its name."""
+def sent_to(server: str, label: str, scenarios, keys, prefix: str = "") -> list[Scenario]:
+    """Scenarios ``keys`` of mapapi's, sent to ``server`` under keys prefixed
+    with ``prefix`` (by default the server's name)."""
     by_key = {scenario.key: scenario for scenario in scenarios}
+    prefix = prefix or server
     return [
         replace(
-            by_key[key], key=f"{server}_{key}", label=label + by_key[key].label, server=server
+            by_key[key], key=f"{prefix}_{key}", label=label + by_key[key].label, server=server
         )
         for key in keys
     ]
