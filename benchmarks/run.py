@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -235,6 +236,23 @@ def count_access_lines(log_path: Path) -> int:
         return 0
 
 
+def keep_logs_after_errors(results: list[dict], workdir: Path) -> None:
+    """Copy the servers' logs out of the scratch folder when any answer was a
+    5xx, so that what the server logged about it survives the run."""
+    failed = [
+        f"{result['backend']}: {row.scenario.label}"
+        for result in results
+        for row in result.get("rows", [])
+        if "5xx" in row.unexpected
+    ]
+    if not failed:
+        return
+    kept = Path(tempfile.mkdtemp(prefix="mapapi-bench-logs-"))
+    for log in workdir.glob("server-*.log"):
+        shutil.copy2(log, kept)
+    progress(f"a 5xx was answered ({'; '.join(failed)}): the servers' logs are kept in {kept}")
+
+
 def write_json(path: Path, results: list[dict], options, comparison: dict | None) -> None:
     def plain(result):
         if options.sync_only:
@@ -317,6 +335,7 @@ def main(argv=None) -> int:
             return 130
         finally:
             processes.stop_all()
+        keep_logs_after_errors(results, workdir)
     if options.profile is not None:
         return 0
     if options.sync_only:
