@@ -274,7 +274,7 @@ def measure_scenario(
     seconds: tuple[float, float],
     processes: Processes,
     tag: str,
-) -> Measurement:
+) -> Measurement | None:
     """A warm-up wrk run whose figures are dropped (none for 0 s), then the measured one.
 
     ``seconds`` is (warm-up, measured; none for 0 s); ``tag`` names the run
