@@ -400,15 +400,20 @@
 
   function showLive(kind, seconds) {
     const live = byId("live");
-    live.dataset.state = kind;
+    const clock = (date) => date.toLocaleTimeString("en-GB");
+    const next = new Date(Date.now() + (seconds || 0) * 1000);
     const texts = {
-      live: () => `Following changes; last checked ${new Date().toLocaleTimeString("en-GB")}`,
-      paused: () => "Paused while this tab is hidden",
-      waiting: () => `Rate limit reached: next check in ${Math.ceil(seconds)} s`,
-      error: () => `The service did not answer: trying again in ${Math.ceil(seconds)} s`,
-      off: () => "",
+      live: "Following changes",
+      paused: "Paused while this tab is hidden",
+      waiting: `Rate limit reached: next check at ${clock(next)}`,
+      error: `The service did not answer: trying again at ${clock(next)}`,
+      off: "",
     };
-    live.textContent = texts[kind]();
+    live.dataset.state = kind;
+    live.textContent = texts[kind];
+    live.title = kind === "live" ? `Last checked at ${clock(new Date())}` : "";
+    if (seconds === undefined) delete live.dataset.next;
+    else live.dataset.next = String(next.getTime());
   }
 
   function showMapTitle(map) {
@@ -467,9 +472,9 @@
       return;
     }
     state.failures += 1;
-    const growing = POLL_SECONDS * 2 ** (state.failures - 1);
+    const growing = Math.min(MAX_WAIT_SECONDS, POLL_SECONDS * 2 ** (state.failures - 1));
     if (error instanceof ApiError && error.status === 429) {
-      const seconds = Math.min(MAX_WAIT_SECONDS, Math.max(error.retryAfter || 1, growing));
+      const seconds = Math.max(error.retryAfter || 1, growing);
       showLive("waiting", seconds);
       later(retry, seconds, true);
       return;
@@ -679,6 +684,7 @@
       state.query = "";
       state.matches = null;
       refreshMarkers(false);
+      fitToShown();
       return;
     }
     try {
