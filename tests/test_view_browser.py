@@ -70,10 +70,15 @@ class Watched:
         self.context = browser.new_context(viewport={"width": 1280, "height": 800})
         if key is not None:
             # What the prompt would have stored, before the page's script runs.
-            self.context.add_init_script(f"sessionStorage.setItem({json.dumps(KEY_ITEM)}, {json.dumps(key)})")
+            self.context.add_init_script(
+                f"sessionStorage.setItem({json.dumps(KEY_ITEM)}, {json.dumps(key)})"
+            )
         self.page = self.context.new_page()
         self.console_errors, self.page_errors, self.dialogs, self.requests = [], [], [], []
-        self.page.on("console", lambda message: message.type == "error" and self.console_errors.append(message.text))
+        self.page.on(
+            "console",
+            lambda message: message.type == "error" and self.console_errors.append(message.text),
+        )
         self.page.on("pageerror", lambda error: self.page_errors.append(str(error)))
         self.page.on("dialog", self._dialog)
         self.page.on("request", lambda request: self.requests.append(request))
@@ -149,7 +154,9 @@ def walks(api):
     }  # fmt: skip
 
 
-def test_the_page_draws_a_map_and_follows_its_changes(chromium, live_server, api, key, walks, caplog):
+def test_the_page_draws_a_map_and_follows_its_changes(
+    chromium, live_server, api, key, walks, caplog
+):
     caplog.set_level(logging.INFO, logger="mapapi.access")
     watched = Watched(chromium)
     page, spots = watched.page, walks["spots"]
@@ -159,7 +166,11 @@ def test_the_page_draws_a_map_and_follows_its_changes(chromium, live_server, api
     page.fill("#key-input", key)
     page.click("#key-form button[type=submit]")
     page.wait_for_function("() => document.querySelectorAll('#maps option').length === 3")
-    assert page.locator("#maps option").all_inner_texts() == ["Choose a map…", f"Walks {XSS}", "Another map"]
+    assert page.locator("#maps option").all_inner_texts() == [
+        "Choose a map…",
+        f"Walks {XSS}",
+        "Another map",
+    ]
     page.select_option("#maps", walks["map"])
     watched.wait_ready()
     assert page.url.endswith(f"/view#map={walks['map']}")
@@ -207,10 +218,25 @@ def test_the_page_draws_a_map_and_follows_its_changes(chromium, live_server, api
     # Changes by another client: created, moved, deleted, a tag renamed, a layer recoloured.
     before = watched.markers()
     created = make_location(api, walks["map"], name="New stall", lat=48.83, lng=2.32)
-    assert api.put(f"/maps/{walks['map']}/locations/{spots['park']}", json={"lat": 48.89, "lng": 2.35}).status_code == 200
+    assert (
+        api.put(
+            f"/maps/{walks['map']}/locations/{spots['park']}", json={"lat": 48.89, "lng": 2.35}
+        ).status_code
+        == 200
+    )
     assert api.delete(f"/maps/{walks['map']}/locations/{spots['plain']}").status_code == 200
-    assert api.put(f"/maps/{walks['map']}/tags/{walks['wifi']['id']}", json={"name": "wi-fi"}).status_code == 200
-    assert api.put(f"/maps/{walks['map']}/layers/{walks['parks']['id']}", json={"color": "#2563EB"}).status_code == 200
+    assert (
+        api.put(
+            f"/maps/{walks['map']}/tags/{walks['wifi']['id']}", json={"name": "wi-fi"}
+        ).status_code
+        == 200
+    )
+    assert (
+        api.put(
+            f"/maps/{walks['map']}/layers/{walks['parks']['id']}", json={"color": "#2563EB"}
+        ).status_code
+        == 200
+    )
     seconds = wait_for(
         watched,
         """([created, moved, deleted, before]) => {
@@ -235,7 +261,9 @@ def test_the_page_draws_a_map_and_follows_its_changes(chromium, live_server, api
             assert request.url.startswith(f"{live_server}/api/v1/"), request.url
             assert request.headers["authorization"] == f"Bearer {key}"
     logged = [record.getMessage() for record in caplog.records if record.name == "mapapi.access"]
-    assert any('"/view"' in line for line in logged) and any("/api/v1/events" in line for line in logged)
+    assert any('"/view"' in line for line in logged) and any(
+        "/api/v1/events" in line for line in logged
+    )
     assert not [line for line in logged if key in line]
     watched.close()
 
@@ -255,7 +283,9 @@ def test_an_expired_cursor_reloads_the_map_and_a_revoked_key_brings_the_prompt_b
         db.session.execute(update(Event).values(created_at=utcnow() - timedelta(days=60)))
         db.session.commit()
     second = make_location(api, map_id, name="Second", lat=3.0, lng=4.0)
-    wait_for(watched, f"() => document.querySelector('path[data-location-id=\"{second['id']}\"]')", 15)
+    wait_for(
+        watched, f"() => document.querySelector('path[data-location-id=\"{second['id']}\"]')", 15
+    )
     assert watched.count("total") == 2
     assert sum("locations.geojson" in request.url for request in watched.requests) == 2  # reloaded
 
@@ -291,7 +321,9 @@ def test_the_page_pauses_while_hidden_and_waits_out_a_429(chromium, live_server,
     assert watched.page.get_attribute("#live", "data-state") == "paused"
     watched.page.wait_for_timeout(BEYOND_ONE_POLL_SECONDS * 1000)
     assert watched.feed_reads() == reads
-    with watched.page.expect_request(lambda request: "/api/v1/events?" in request.url, timeout=2000):
+    with watched.page.expect_request(
+        lambda request: "/api/v1/events?" in request.url, timeout=2000
+    ):
         watched.page.evaluate(set_hidden, False)
     wait_for(watched, "() => document.querySelector('#live').dataset.state === 'live'", 5)
 
@@ -315,14 +347,20 @@ def seed_locations(api, map_id: str, count: int, make) -> list[str]:
     ids = []
     for start in range(0, count, 100):
         body = {"locations": [make(index) for index in range(start, min(count, start + 100))]}
-        ids += [spot["id"] for spot in api.created(f"/maps/{map_id}/locations/bulk", body)["created"]]
+        ids += [
+            spot["id"] for spot in api.created(f"/maps/{map_id}/locations/bulk", body)["created"]
+        ]
     return ids
 
 
-def test_a_map_of_more_than_2000_locations_is_drawn_on_a_canvas_and_opens_popups(chromium, live_server, api, key):
+def test_a_map_of_more_than_2000_locations_is_drawn_on_a_canvas_and_opens_popups(
+    chromium, live_server, api, key
+):
     map_id = make_map(api, title="Crowd")["id"]
     # All on one spot: the view centres on it, so a click in the middle reaches the top marker.
-    ids = seed_locations(api, map_id, 2001, lambda index: {"name": f"Seat {index}", "lat": 45.0, "lng": 5.0})
+    ids = seed_locations(
+        api, map_id, 2001, lambda index: {"name": f"Seat {index}", "lat": 45.0, "lng": 5.0}
+    )
     watched = Watched(chromium, key)
     watched.open(f"{live_server}/view#map={map_id}")
     watched.wait_ready()
@@ -349,7 +387,11 @@ def test_a_map_of_1000_locations_as_the_readme_shows_it(chromium, live_server, a
     chance = random.Random(35)
 
     def spot(index):
-        place = {"name": f"Place {index}", "lat": chance.gauss(38.72, 0.025), "lng": chance.gauss(-9.14, 0.04)}
+        place = {
+            "name": f"Place {index}",
+            "lat": chance.gauss(38.72, 0.025),
+            "lng": chance.gauss(-9.14, 0.04),
+        }
         kind = chance.random()
         if kind < 0.6:
             place["layerIds"] = [layers[int(kind * 5)]]
@@ -387,14 +429,19 @@ def test_tiles_that_do_not_load_leave_the_markers_working(chromium, live_server,
     spot = make_location(api, map_id, name="Still here")
     watched = Watched(chromium, key)
     tiles = []
-    watched.context.route("https://tile.openstreetmap.org/**", lambda route: (tiles.append(route.request), route.abort()))
+    watched.context.route(
+        "https://tile.openstreetmap.org/**",
+        lambda route: (tiles.append(route.request), route.abort()),
+    )
     watched.open(f"{live_server}/view#map={map_id}")
     watched.wait_ready()
     assert tiles, "the page asked for no tile"
     assert all("authorization" not in tile.headers and key not in tile.url for tile in tiles)
     assert watched.count("shown") == 1
     assert "Still here" in watched.popup_of(spot["id"])
-    credit = watched.page.locator(".leaflet-control-attribution a[href='https://www.openstreetmap.org/copyright']")
+    credit = watched.page.locator(
+        ".leaflet-control-attribution a[href='https://www.openstreetmap.org/copyright']"
+    )
     assert credit.inner_text() == "OpenStreetMap contributors"
     assert "© OpenStreetMap contributors" in watched.page.inner_text(".leaflet-control-attribution")
     assert watched.page_errors == []

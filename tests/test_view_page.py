@@ -35,7 +35,7 @@ def test_the_page_needs_no_key_and_counts_in_no_rate_limit(app_config, account):
     for _ in range(5):
         page = client.get("/view")
         assert page.status_code == 200 and page.mimetype == "text/html"
-        assert not any(name.lower().startswith("x-ratelimit") for name in page.headers.keys())
+        assert not any(name.lower().startswith("x-ratelimit") for name in page.headers)
         for url in page_files(page.get_data(as_text=True)):
             if not url.startswith("data:"):
                 assert client.get(url).status_code == 200, url
@@ -98,7 +98,8 @@ def test_the_page_itself_is_never_cached_and_its_files_are(client):
 
 
 @pytest.mark.parametrize(
-    "path", ["/view/assets/no-such-file.js", "/view/assets/../page.py", "/view/leaflet/../__init__.py"]
+    "path",
+    ["/view/assets/no-such-file.js", "/view/assets/../page.py", "/view/leaflet/../__init__.py"],
 )
 def test_a_file_the_page_does_not_have_is_the_json_404(client, path):
     response = client.get(path)
@@ -109,7 +110,9 @@ def test_a_file_the_page_does_not_have_is_the_json_404(client, path):
 def test_the_page_s_files_are_compressed_for_a_browser(client):
     plain = client.get("/view/leaflet/leaflet.js")
     packed = client.get("/view/leaflet/leaflet.js", headers={"Accept-Encoding": "gzip"})
-    assert packed.headers["Content-Encoding"] == "gzip" and "Accept-Encoding" in packed.headers["Vary"]
+    assert (
+        packed.headers["Content-Encoding"] == "gzip" and "Accept-Encoding" in packed.headers["Vary"]
+    )
     assert len(packed.get_data()) < len(plain.get_data()) / 2
 
 
@@ -141,7 +144,9 @@ def test_the_page_s_own_files_are_package_data():
         ("https://{s}.tiles.example.com/{z}/{x}/{y}.png", "https://*.tiles.example.com", "tiles.example.com"),
     ],
 )  # fmt: skip
-def test_the_tile_host_is_the_one_image_source_beside_the_page(app_config, setting, source, attribution):
+def test_the_tile_host_is_the_one_image_source_beside_the_page(
+    app_config, setting, source, attribution
+):
     app_config["VIEW_TILES"] = setting
     page = create_app(app_config).test_client().get("/view")
     assert policy(page)["img-src"] == ["'self'", "data:", source]
@@ -179,5 +184,7 @@ def test_the_default_tiles_are_openstreetmap_s(app):
 )
 def test_a_tile_setting_that_is_no_template_is_refused(app_config, value):
     app_config["VIEW_TILES"] = value
-    with pytest.raises(SettingError, match=r"^VIEW_TILES=.* is not accepted: it takes none, or an http"):
+    with pytest.raises(
+        SettingError, match=r"^VIEW_TILES=.* is not accepted: it takes none, or an http"
+    ):
         create_app(app_config)

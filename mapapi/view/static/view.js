@@ -443,6 +443,10 @@
       showLive("paused");
       return;
     }
+    if (byId("live").dataset.state === "paused") {
+      if (state.next.limited) showLive("waiting", (state.next.at - Date.now()) / 1000);
+      else showLive("live");
+    }
     state.timer = setTimeout(() => {
       const { action } = state.next;
       state.next = null;
