@@ -9,7 +9,6 @@ the default tiles' requests are refused inside the browser.
 import json
 import logging
 import random
-import shutil
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -22,8 +21,9 @@ from mapapi.storage.models import Event
 from mapapi.timeutil import utcnow
 
 from .factories import make_category, make_layer, make_location, make_map, make_tag
+from .helpers import headless_chromium
 
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT = ROOT / "docs" / "view.png"
@@ -39,20 +39,9 @@ DRAWN = "() => performance.getEntriesByName('mapapi-view-drawn').length > 0"
 
 @pytest.fixture(scope="module")
 def chromium():
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-            ],
-        )
+    """One browser for the module; it resolves no host but 127.0.0.1."""
+    with headless_chromium("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1") as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
