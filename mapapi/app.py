@@ -18,6 +18,7 @@ from .http.routing import IdConverter
 from .services import journal
 from .storage.database import configure_engine
 from .storage.search_indexes import include_object
+from .view.page import bp as view_bp
 
 MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
 
@@ -45,6 +46,7 @@ def create_app(config: dict | None = None) -> Flask:
     register_blueprints(app)
     app.register_blueprint(health_bp)
     app.register_blueprint(reference_bp)
+    app.register_blueprint(view_bp)
     register_error_handlers(app)
     register_commands(app)
     return app

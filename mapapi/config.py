@@ -139,6 +139,30 @@ def origins(value) -> tuple[str, ...]:
     return tuple(item.lower() for item in items)
 
 
+#: A tile URL as Leaflet reads it: ``{s}`` may open the host name (the
+#: subdomains a, b, c); the CSP of /view names the host (mapapi.view.tiles).
+_TILE_TEMPLATE = re.compile(
+    r"https?://(\{s\}\.)?[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9._~!$&()*+,;=:@%/?{}-]*"
+)
+_TILE_PLACEHOLDER = re.compile(r"\{(s|z|x|y|-y|r)\}")
+
+
+def tile_template(value) -> str:
+    """``none``, or an http(s) tile URL template with ``{z}``, ``{x}`` and ``{y}`` (or ``{-y}``)."""
+    text = str(value).strip()
+    if text.lower() == "none":
+        return "none"
+    placeholders = set(_TILE_PLACEHOLDER.findall(text))
+    if (
+        not _TILE_TEMPLATE.fullmatch(text)
+        or not {"z", "x"} <= placeholders
+        or not placeholders & {"y", "-y"}
+        or re.search(r"[{}]", _TILE_PLACEHOLDER.sub("", text))
+    ):
+        raise ValueError
+    return text
+
+
 def path(value) -> str:
     text = str(value).strip()
     if not text:
@@ -183,6 +207,8 @@ SETTINGS = (
     Setting("MAPAPI_CORS_ORIGINS", "CORS_ORIGINS", origins, "",
             "empty, * or comma-separated origins such as https://app.example.com,http://localhost:3000"),
     Setting("MAPAPI_GZIP_MIN_BYTES", "GZIP_MIN_BYTES", integer(0), "1024", "a whole number of bytes, 0 (off) or more"),
+    Setting("MAPAPI_VIEW_TILES", "VIEW_TILES", tile_template, "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
+            "none, or an http(s) tile URL template with {z}, {x} and {y}, such as https://tile.openstreetmap.org/{z}/{x}/{y}.png"),
 )  # fmt: skip
 
 #: Environment variable -> Flask config key.

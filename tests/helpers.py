@@ -207,3 +207,21 @@ def wait_until(predicate, seconds: float = 60.0, interval: float = 0.1) -> bool:
             return True
         time.sleep(interval)
     return False
+
+
+@contextmanager
+def headless_chromium(*flags: str):
+    """Debian's chromium, headless, driven by Playwright (which downloads no
+    browser of its own); skips the test when chromium is not installed."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, args=["--no-sandbox", "--disable-gpu", *flags]
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()

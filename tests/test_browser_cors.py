@@ -1,13 +1,14 @@
 """CORS in a real browser: a page from another origin creates a map with
 ``fetch`` and reads the rate-limit headers (Playwright driving Debian's chromium)."""
 
-import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
+
+from .helpers import headless_chromium  # noqa: E402
 
 PAGE = b"""<!doctype html>
 <html><head><meta charset="utf-8"><title>front-end</title></head>
@@ -68,15 +69,8 @@ def app_config(app_config, page_origin):
 
 @pytest.fixture
 def chromium():
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=["--no-sandbox", "--disable-gpu"]
-        )
+    with headless_chromium() as browser:
         yield browser
-        browser.close()
 
 
 def test_a_page_from_another_origin_creates_a_map_and_reads_the_rate_limit(

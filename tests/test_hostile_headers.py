@@ -1,6 +1,6 @@
 """No request header makes a 5xx: malformed, empty, huge or repeated values
 of the headers the service reads, on every family of routes (the API, the
-description, /healthz, the reference page and its files, unknown paths),
+description, /healthz, the reference and map pages and their files, unknown paths),
 get a contract answer or what HTTP says (API.md §1 and §7).
 
 A property test with the Flask test client for speed, then a handful of
@@ -87,6 +87,10 @@ def routes(api):
         "/docs/assets/swagger-ui.css",
         "/docs/assets/swagger-ui-bundle.js.map",
         "/docs/assets/no-such-file.js",
+        "/view",
+        "/view/assets/view.css",
+        "/view/leaflet/leaflet.js",
+        "/view/assets/no-such-file.js",
         "/api/v1/openapi.json",
         "/api/v1/maps",
         maps,
@@ -156,6 +160,7 @@ def raw_request(base: str, lines: list[str]) -> tuple[int, bytes, bytes]:
     return int(head.split(b" ")[1]), head, body
 
 
+@pytest.mark.parametrize("path", ["/docs/assets/swagger-ui.css", "/view/assets/view.css"])
 @pytest.mark.parametrize(
     "header, expected",
     [
@@ -168,10 +173,8 @@ def raw_request(base: str, lines: list[str]) -> tuple[int, bytes, bytes]:
         ("Accept-Encoding: gzip;q=nonsense", 200),
     ],
 )
-def test_the_reference_page_files_answer_odd_headers_as_http_says(live_server, header, expected):
-    status, head, body = raw_request(
-        live_server, ["GET /docs/assets/swagger-ui.css HTTP/1.1", "Host: test", header]
-    )
+def test_the_pages_files_answer_odd_headers_as_http_says(live_server, path, header, expected):
+    status, head, body = raw_request(live_server, [f"GET {path} HTTP/1.1", "Host: test", header])
     assert status == expected, head
     if status in (200, 206):
         assert b"max-age=" in head.lower() and b"etag:" in head.lower()

@@ -72,6 +72,8 @@ BAD_SETTINGS = [
     ("MAPAPI_RATELIMIT_STORAGE_URI", "localhost:6379", ["MAPAPI_RATELIMIT_STORAGE_URI", "memory://"]),
     ("MAPAPI_CORS_ORIGINS", "https://app.example.com/", ["MAPAPI_CORS_ORIGINS", "origins"]),
     ("MAPAPI_CORS_ORIGINS", "app.example.com", ["MAPAPI_CORS_ORIGINS", "origins"]),
+    ("MAPAPI_VIEW_TILES", "ftp://tiles.example.com/{z}/{x}/{y}.png", ["MAPAPI_VIEW_TILES", "none, or an http(s) tile URL template"]),
+    ("MAPAPI_VIEW_TILES", "https://tiles.example.com/{z}/{x}.png # no y", ["MAPAPI_VIEW_TILES", "{z}, {x} and {y}"]),
     ("MAPAPI_DATABASE_URL", "nosuchdb://x/y", ["MAPAPI_DATABASE_URL", "postgresql+psycopg://"]),
     ("MAPAPI_DATABASE_URL", "not a url", ["MAPAPI_DATABASE_URL", "sqlite:///"]),
     ("MAPAPI_DATABASE_URL", "mysql+pymysql://u:hunter2@127.0.0.1/x", ["MAPAPI_DATABASE_URL", "not installed"]),

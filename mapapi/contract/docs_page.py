@@ -5,20 +5,11 @@
 ``swagger-ui-bundle-v2`` package so that it works offline.
 """
 
-from flask import (
-    Blueprint,
-    Response,
-    current_app,
-    jsonify,
-    redirect,
-    render_template_string,
-    request,
-    send_from_directory,
-)
+from flask import Blueprint, current_app, jsonify, redirect, render_template_string
 from swagger_ui_bundle import swagger_ui_path
-from werkzeug.exceptions import RequestedRangeNotSatisfiable
 
 from ..http.auth import OPENAPI_PATH
+from ..http.static_files import send_asset
 from .openapi import build_document
 
 bp = Blueprint("reference", __name__)
@@ -73,21 +64,7 @@ def reference_page():
     return render_template_string(PAGE, assets="/docs/assets", document_url=OPENAPI_PATH)
 
 
-#: How long browsers may keep a file of the page without asking again.
-ASSET_MAX_AGE = 3600
-
-
 @bp.get("/docs/assets/<path:filename>")
 def reference_asset(filename):
-    """One file of the page: cacheable (``max-age`` and a validator), in
-    ranges as HTTP says: a malformed ``Range``, or one of several ranges
-    (which werkzeug does not serve), is ignored: the whole file; a range
-    beyond the file is 416."""
-    if "HTTP_RANGE" in request.environ and (
-        request.range is None or len(request.range.ranges) != 1
-    ):
-        del request.environ["HTTP_RANGE"]
-    try:
-        return send_from_directory(swagger_ui_path, filename, max_age=ASSET_MAX_AGE)
-    except RequestedRangeNotSatisfiable as refused:
-        return Response(status=416, headers={"Content-Range": f"bytes */{refused.length}"})
+    """One file of the page, cacheable, from the ``swagger-ui-bundle-v2`` package."""
+    return send_asset(swagger_ui_path, filename)
