@@ -29,7 +29,7 @@ def create_app(config: dict | None = None) -> Flask:
     Raises ``config.SettingError`` when a setting has a value it cannot take.
     """
     instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH", "instance"))
-    # No static files: outside /api/v1 only /healthz exists.
+    # No static folder: the pages (/docs, /view) send their files from installed packages.
     app = Flask(
         __name__, instance_path=instance_path, instance_relative_config=True, static_folder=None
     )
