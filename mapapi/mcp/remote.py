@@ -18,14 +18,11 @@ import threading
 from dataclasses import dataclass
 
 from flask import Blueprint, Flask, current_app, g, request
-from werkzeug.wrappers import Response
 
 from ..http import auth, cors, ratelimit
 from ..http.errors import APIError, validation_error
 
 MCP_PATH = "/mcp"
-#: Where the view leaves the caller for the tool handlers, in the WSGI environ.
-CALLER = "mapapi.mcp.caller"
 READ_ONLY_VALUES = {"true": True, "false": False}
 
 bp = Blueprint("mcp", __name__)
@@ -59,15 +56,16 @@ def serve_mcp():
     read_only = READ_ONLY_VALUES.get(request.args.get("readOnly", "false"))
     if read_only is None:
         raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
-    request.environ[CALLER] = Caller(
+    caller = Caller(
         authorization=request.headers["Authorization"],
         remote_addr=request.remote_addr or "",
         request_id=g.request_id,
         base_url=request.host_url,
         read_only=read_only,
     )
-    wsgi = bridge(current_app._get_current_object()).wsgi
-    return Response.from_app(wsgi, request.environ, buffered=True)
+    return bridge(current_app._get_current_object()).respond(
+        request.environ, request.get_data(), caller
+    )
 
 
 _BRIDGE_LOCK = threading.Lock()
