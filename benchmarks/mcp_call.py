@@ -38,12 +38,12 @@ def first_key(log_path: Path) -> str:
 
 
 def create_map(base_url: str, key: str) -> str:
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 (our own server, over http)
         base_url + API + "/maps",
         data=json.dumps({"title": "Benchmark"}).encode(),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 (our own server)
+    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
         return json.load(answer)["data"]["id"]
 
 

@@ -7,9 +7,9 @@ application, run here in the waitress thread that took the request: each
 thread keeps an event loop and a session manager of its own, and runs one
 request on them to its end, then its tool call's API request right there,
 through the whole WSGI app, as an HTTP request would go. No request waits
-for another thread: a2wsgi's one loop thread for all requests, and a
-worker thread for each API request, cost 40% of a tool call's time
-(docs/decisions.md has the figures).
+for another thread (a2wsgi's one loop thread for every request, and a
+worker thread for each API request, cost a fifth of a tool call's rate:
+docs/decisions.md has the figures).
 """
 
 import asyncio
