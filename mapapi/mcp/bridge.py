@@ -32,9 +32,10 @@ from .remote import Caller
 from .server import Answer, ToolBox, build_server, listing
 from .tools import build_tools
 
-# The transport logs every stateless request's end at INFO; the access log
-# already has a line per request.
-logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
+# The transport logs every stateless request's end at INFO, the manager each
+# thread's start; the access log already has a line per request.
+for _name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 #: Where the caller rides in the ASGI scope, for the tool handlers.
 CALLER = "mapapi.caller"

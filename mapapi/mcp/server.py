@@ -26,7 +26,7 @@ INSTRUCTIONS = (
     "with list_maps first. Arguments are flat: path, query and body fields side by "
     "side. A call that does not fit its schema sends nothing and says which arguments "
     "to fix; an API error comes back as CODE (status): message, with the fields at "
-    "fault. Writes carry an Idempotency-Key, so a retried call never writes twice."
+    "fault. Lists give 20 items a page unless asked for more."
 )
 
 
