@@ -9,8 +9,10 @@ import json
 import os
 import subprocess
 import time
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import httpx2
@@ -20,30 +22,45 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from mapapi.app import create_app
+from mapapi.extensions import db
+
 from . import backends
-from .helpers import ServeProcess, checked, free_port, mapapi_program, run_mapapi, served_mapapi
+from .factories import create_account, create_key
+from .helpers import ServeProcess, free_port, mapapi_program, served_mapapi
 
 API = "/api/v1"
 TRANSPORTS = ["stdio", "remote"]
 TEXT_LIMIT = 20_000
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A live ``mapapi serve`` for the module (map creation limited to 3 an
+    hour), and an app on its database that makes accounts and keys."""
+    workdir = tmp_path_factory.mktemp("mcp")
+    with served_mapapi(workdir, MAPAPI_RATELIMIT_MAP_CREATE="3 per hour") as (process, _key):
+        process.accounts = create_app({"SQLALCHEMY_DATABASE_URI": process.env["MAPAPI_DATABASE_URL"]})
+        try:
+            yield process
+        finally:
+            with process.accounts.app_context():
+                db.engine.dispose()  # before the database is dropped
+
+
 @pytest.fixture
-def service(tmp_path):
-    """A live ``mapapi serve`` (map creation limited to 3 an hour) with its
-    first-run READ_WRITE key, a READ_ONLY key of the same account, and a
-    key of another account."""
-    with served_mapapi(tmp_path, MAPAPI_RATELIMIT_MAP_CREATE="3 per hour") as (server, key):
-        server.write_key = key
-        server.read_key = make_key(server, tmp_path, "local@localhost", "READ_ONLY")
-        checked(run_mapapi(server.env, tmp_path, "accounts", "create", "other@example.com"))
-        server.other_key = make_key(server, tmp_path, "other@example.com", "READ_WRITE")
-        yield server
-
-
-def make_key(server, tmp_path, email, scope) -> str:
-    made = run_mapapi(server.env, tmp_path, "keys", "create", email, "--name", scope, "--scope", scope)
-    return checked(made).strip().splitlines()[-1]
+def service(server):
+    """Accounts of this test alone on the module's server: a READ_WRITE and
+    a READ_ONLY key of one, and a key of another (so its buckets are its own)."""
+    mine, theirs = (f"{uuid.uuid4().hex}@example.com" for _ in range(2))
+    for email in (mine, theirs):
+        create_account(server.accounts, email)
+    return SimpleNamespace(
+        base=server.base,
+        write_key=create_key(server.accounts, mine),
+        read_key=create_key(server.accounts, mine, "READ_ONLY"),
+        other_key=create_key(server.accounts, theirs),
+    )
 
 
 class Agent:
