@@ -200,6 +200,9 @@ def test_an_agent_session_end_to_end(service, tmp_path, transport):
             assert f"/api/v1/maps/{map_id}/locations.geojson" in exported.content[1].text
             rest = await agent.data("export_geojson", mapId=map_id, cursor=first["next"])
             assert rest["features"] == whole["features"][30:] and rest["next"] is None
+            past = await agent.call("export_geojson", mapId=map_id, cursor="500")
+            assert past.structured_content == {"type": "FeatureCollection", "features": [], "total": 50, "next": None}
+            assert past.content[1].text.startswith("No Features from position 501; 50 in all.")
             # The feed, followed to its end (the first answer is cut to fit: 50 long events).
             read, after = [], None
             while True:

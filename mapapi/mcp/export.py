@@ -66,7 +66,7 @@ async def export_page(send, request: Request, arguments: dict, base_url: str):
     kept = features[:fitting] or [shortened(feature_, room) for feature_ in features[:1]]
     after = start + len(kept)
     data = {**frame, "features": kept, "next": str(after) if after < total else None}
-    return answer(data, _note(data, start, request, base_url, whole=bool(fitting)))
+    return answer(data, _note(data, start, request, base_url, whole=fitting == len(kept)))
 
 
 def _note(data: dict, start: int, request: Request, base_url: str, whole: bool) -> str:

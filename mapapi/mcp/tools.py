@@ -89,10 +89,12 @@ GUIDANCE = {
         "Filters and sort as list_locations. For a whole file, GET the export over HTTP "
         "(the answer says where)."
     ),
-    "import_geojson": "Creates only; to update by externalId use upsert_geojson.",
+    "import_geojson": (
+        "Points are [lng, lat]. Creates only; to update by externalId use upsert_geojson."
+    ),
     "upsert_geojson": (
-        "Each Feature needs an externalId; one the map has updates that location "
-        "(keys left out keep their value), others create."
+        "Points are [lng, lat]. Each Feature needs an externalId; one the map has "
+        "updates that location (keys left out keep their value), others create."
     ),
     "list_events": (
         "Pass `next` back as `after` to read on; after=latest gives a cursor from now on."
