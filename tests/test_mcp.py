@@ -296,6 +296,26 @@ def test_one_accounts_key_never_sees_anothers_maps(service, tmp_path, transport)
     assert [item["id"] for item in maps] == [mine] and theirs != mine
 
 
+def test_ids_of_another_map_are_api_errors_naming_them(service, tmp_path):
+    """Mistakes only the API can see: ids that exist, on another map."""
+    key = service.write_key
+    first, second = (http(service, key, "POST", "/maps", json={"title": t}).json()["data"]["id"] for t in "AB")
+    category = http(service, key, "POST", f"/maps/{first}/categories", json={"name": "Cafés"}).json()["data"]["id"]
+    place = http(service, key, "POST", f"/maps/{first}/locations", json={"name": "x", "lat": 1, "lng": 2}).json()["data"]
+
+    async def session():
+        async with agent_session("remote", tmp_path, service.base, key) as agent:
+            text = await agent.error("get_location", mapId=second, locId=place["id"])
+            assert text.startswith("NOT_FOUND (404): ")
+            text = await agent.error("create_location", mapId=second, name="y", lat=1, lng=2, categoryId=category)
+            assert text.startswith("VALIDATION_ERROR (400): ") and '"categoryId"' in text
+            text = await agent.error("set_location_layers", mapId=first, locId=place["id"], layerIds=[category])
+            assert text.startswith("VALIDATION_ERROR (400): ") and '"layerIds"' in text
+
+    run(session)
+    assert http(service, key, "GET", f"/maps/{second}/locations").json()["data"]["pagination"]["total"] == 0
+
+
 # --- no answer too long, whatever the map's size ------------------------------------------
 
 
