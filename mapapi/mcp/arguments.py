@@ -14,8 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError
+from functools import cache
 
 API_PREFIX = "/api/v1"
 #: Items a list tool asks for unless the agent says otherwise (the API's
@@ -29,11 +28,16 @@ def _is_integer(_checker, instance) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-#: JSON Schema 2020-12 (OpenAPI 3.1's), with the API's integers.
-StrictValidator = validators.extend(
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
-)
+@cache
+def strict_validator():
+    """JSON Schema 2020-12 (OpenAPI 3.1's), with the API's integers; imported
+    at the first call, so that ``mapapi mcp`` starts without it."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
 
 TYPE_NAMES = {
     "string": "a string",
@@ -123,7 +127,7 @@ def _query_value(value) -> str:
     return str(value)
 
 
-def _error_order(error: ValidationError):
+def _error_order(error):
     return [str(part) for part in error.absolute_path], error.validator
 
 
@@ -147,7 +151,7 @@ def _joined(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def describe_error(error: ValidationError, top_level: dict) -> list[str]:
+def describe_error(error, top_level: dict) -> list[str]:
     """The sentences that say what one schema error means for the call."""
     at = where(error.absolute_path)
     schema, instance, kind = error.schema, error.instance, error.validator
@@ -163,7 +167,7 @@ def describe_error(error: ValidationError, top_level: dict) -> list[str]:
     return [f"{at}: {_what_it_takes(error)}"]
 
 
-def _what_it_takes(error: ValidationError) -> str:
+def _what_it_takes(error) -> str:
     schema, instance, kind, value = error.schema, error.instance, error.validator, error.validator_value
     if kind == "type":
         return f"{_type_names(value)}, not {_type_of(instance)}"

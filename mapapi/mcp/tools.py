@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .arguments import LIST_PAGE_SIZE, StrictValidator
+from .arguments import LIST_PAGE_SIZE, strict_validator
 
 #: Paths under which no tool is made.
 EXCLUDED_PREFIXES = ("/keys", "/webhooks")
@@ -149,7 +149,7 @@ class Tool:
 
     @cached_property
     def validator(self):
-        return StrictValidator(self.checked_schema)
+        return strict_validator()(self.checked_schema)
 
     @property
     def optional_arguments(self) -> frozenset:
