@@ -409,7 +409,9 @@ def test_mcp_refuses_an_origin_that_is_not_allowed(tmp_path):
         assert allowed.status_code == 200
         assert allowed.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
         refused = post_mcp(server, key, headers={"Origin": "https://evil.example.com"})
-        assert refused.status_code == 403 and refused.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
+        assert refused.status_code == 403
+        assert refused.json()["jsonrpc"] == "2.0" and refused.json()["error"]["code"] == -32600
+        assert "Origin" in refused.json()["error"]["message"]
         assert post_mcp(server, key).status_code == 200  # no Origin: not a browser
 
 

@@ -3,9 +3,9 @@
 The protocol is the MCP SDK's (``bridge``): its low-level ``Server``
 behind its Streamable HTTP session manager, stateless and answering JSON.
 
-Before the SDK sees a request, the view answers as the API does: an
-``Origin`` that is not an allowed CORS origin is refused (403, against DNS
-rebinding), then the key is checked (the general bucket first for a key
+Before the SDK sees a request, an ``Origin`` that is not an allowed CORS
+origin is refused (403 and a JSON-RPC error, against DNS rebinding); then
+the view answers as the API does: the key is checked (the general bucket first for a key
 that is refused, then 401 with ``WWW-Authenticate``, or 403 for an account
 without a plan). A valid key's own protocol messages (``initialize``,
 ``tools/list``) count against no bucket: each tool call is dispatched to
@@ -17,13 +17,24 @@ and idempotency included, and is counted there.
 import threading
 from dataclasses import dataclass
 
-from flask import Blueprint, Flask, current_app, g, request
+from flask import Blueprint, Flask, current_app, g, jsonify, request
 
 from ..http import auth, cors, ratelimit
-from ..http.errors import APIError, validation_error
+from ..http.errors import validation_error
 
 MCP_PATH = "/mcp"
 READ_ONLY_VALUES = {"true": True, "false": False}
+#: The answer to a browser's request from an origin that may not call: a
+#: JSON-RPC error (invalid request), as the MCP SDK's own transport refuses
+#: one, which MCP clients show as it is.
+FOREIGN_ORIGIN = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {
+        "code": -32600,
+        "message": "Requests from this Origin are refused: it is not one of MAPAPI_CORS_ORIGINS.",
+    },
+}
 
 bp = Blueprint("mcp", __name__)
 
@@ -43,11 +54,7 @@ class Caller:
 def serve_mcp():
     """The MCP Streamable HTTP transport: one JSON-RPC message in, its answer out."""
     if "Origin" in request.headers and cors.allowed_origin() is None:
-        raise APIError(
-            403,
-            "ORIGIN_NOT_ALLOWED",
-            "Requests from this Origin are refused: it is not one of MAPAPI_CORS_ORIGINS.",
-        )
+        return jsonify(FOREIGN_ORIGIN), 403
     auth.check_key(request._get_current_object(), writes=False)
     refusal = auth.refusal()
     if refusal is not None:
