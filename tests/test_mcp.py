@@ -348,7 +348,11 @@ def test_no_answer_passes_20000_characters_on_a_map_of_2000_long_locations(tmp_p
                 assert not (await agent.call("get_location", mapId=map_id, locId=some_id)).is_error
                 assert not (await agent.call("list_maps", pageSize=100)).is_error
 
-        run(session)
+        try:
+            run(session)
+        except BaseException:
+            print(server.stderr())  # what the service said, for whoever reads the failure
+            raise
 
 
 # --- /mcp as HTTP ---------------------------------------------------------------------------
