@@ -81,10 +81,10 @@ def _page(data: dict, field: str) -> types.CallToolResult:
     # The largest smaller page that starts where this one does.
     page_size = next(d for d in range(max(fitting, 1), 0, -1) if start % d == 0)
     kept = items[:page_size]
-    note = ""
+    one_cut = ""
     if fitting == 0:
         kept = [shortened(items[0], room)]
-        note = f" Its one item is {SHORTENED}"
+        one_cut = f" Its one item is {SHORTENED}"
     page = start // page_size + 1
     total = pagination["total"]
     smaller = {
@@ -96,7 +96,7 @@ def _page(data: dict, field: str) -> types.CallToolResult:
     note = (
         f"Page {pagination['page']} of pageSize {pagination['pageSize']} is too long "
         f"({WHY}): this is page {page} of pageSize {page_size}, the same first items."
-        + note
+        + one_cut
     )
     more = _more_pages(smaller, field)
     return answer({**data, field: kept, "pagination": smaller}, f"{note} {more or ''}".strip())
