@@ -15,6 +15,7 @@ from .extensions import db, migrate
 from .http import hooks, idempotency, ratelimit, refused_keys
 from .http.errors import register_error_handlers
 from .http.routing import IdConverter
+from .mcp.remote import bp as mcp_bp
 from .services import journal
 from .storage.database import configure_engine
 from .storage.search_indexes import include_object
@@ -47,6 +48,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(health_bp)
     app.register_blueprint(reference_bp)
     app.register_blueprint(view_bp)
+    app.register_blueprint(mcp_bp)
     register_error_handlers(app)
     register_commands(app)
     return app

@@ -1,72 +1,119 @@
-"""``mapapi mcp`` driven by the MCP SDK's own stdio client against a live ``mapapi serve``.
+"""The MCP server driven by the SDK's own clients against a live ``mapapi serve``:
+``mapapi mcp`` over stdio, and ``/mcp`` over Streamable HTTP.
 
 Every result is checked against the HTTP API itself; the key is looked for
-in everything the MCP server says or writes.
+in everything the stdio server says or writes.
 """
 
 import json
 import os
 import subprocess
 import time
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
+import httpx2
 import pytest
 import requests
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.shared.exceptions import MCPError
+from mcp.client.streamable_http import streamable_http_client
 
-from mapapi.mcp.tools import EXCLUDED_PREFIXES, build_tools, tool_name
+from mapapi.app import create_app
+from mapapi.extensions import db
 
-from .helpers import checked, free_port, mapapi_program, run_mapapi, served_mapapi
+from . import backends
+from .factories import create_account, create_key
+from .helpers import ServeProcess, free_port, mapapi_program, served_mapapi
 
 API = "/api/v1"
+TRANSPORTS = ["stdio", "remote"]
+TEXT_LIMIT = 20_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A live ``mapapi serve`` for the module (map creation limited to 3 an
+    hour), and an app on its database that makes accounts and keys."""
+    workdir = tmp_path_factory.mktemp("mcp")
+    with served_mapapi(workdir, MAPAPI_RATELIMIT_MAP_CREATE="3 per hour") as (process, _key):
+        process.accounts = create_app({"SQLALCHEMY_DATABASE_URI": process.env["MAPAPI_DATABASE_URL"]})
+        try:
+            yield process
+        finally:
+            with process.accounts.app_context():
+                db.engine.dispose()  # before the database is dropped
 
 
 @pytest.fixture
-def service(tmp_path):
-    """A live ``mapapi serve`` (map creation limited to 3 an hour) with its
-    first-run READ_WRITE key, and a READ_ONLY key of the same account."""
-    with served_mapapi(tmp_path, MAPAPI_RATELIMIT_MAP_CREATE="3 per hour") as (server, key):
-        env = server.env
-        server.write_key = key
-        server.read_key = checked(
-            run_mapapi(
-                env, tmp_path, "keys", "create", "local@localhost", "--name", "reader",
-                "--scope", "READ_ONLY",
-            )
-        ).strip()  # fmt: skip
-        yield server
+def service(server):
+    """Accounts of this test alone on the module's server: a READ_WRITE and
+    a READ_ONLY key of one, and a key of another (so its buckets are its own)."""
+    mine, theirs = (f"{uuid.uuid4().hex}@example.com" for _ in range(2))
+    for email in (mine, theirs):
+        create_account(server.accounts, email)
+    return SimpleNamespace(
+        base=server.base,
+        write_key=create_key(server.accounts, mine),
+        read_key=create_key(server.accounts, mine, "READ_ONLY"),
+        other_key=create_key(server.accounts, theirs),
+    )
 
 
 class Agent:
-    """The SDK's client session, and the MCP server's stderr."""
+    """The SDK's client session, over one transport."""
 
-    def __init__(self, session: ClientSession, errlog: Path):
+    def __init__(self, session: ClientSession, errlog: Path | None = None):
         self.session = session
         self.errlog = errlog
 
-    async def call(self, name: str, **arguments):
-        return await self.session.call_tool(name, arguments)
+    async def call(self, tool: str, /, **arguments):
+        result = await self.session.call_tool(tool, arguments)
+        assert sum(len(item.text) for item in result.content) <= TEXT_LIMIT
+        return result
 
-    async def data(self, name: str, **arguments):
+    async def data(self, tool: str, /, **arguments):
         """A successful call's structured content (asserting it matches its text)."""
-        result = await self.call(name, **arguments)
+        result = await self.call(tool, **arguments)
         assert not result.is_error, result.content[0].text
         assert json.loads(result.content[0].text) == result.structured_content
         return result.structured_content
 
+    async def error(self, tool: str, /, **arguments) -> str:
+        """A failed call's one text."""
+        result = await self.call(tool, **arguments)
+        assert result.is_error and len(result.content) == 1, result.content
+        return result.content[0].text
+
 
 @asynccontextmanager
-async def agent_session(tmp_path: Path, url: str, key: str | None):
+async def agent_session(transport: str, tmp_path: Path, url: str, key: str | None, read_only=False):
+    if transport == "stdio":
+        async with stdio_agent(tmp_path, url, key, read_only) as agent:
+            yield agent
+        return
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    address = url + "/mcp" + ("?readOnly=true" if read_only else "")
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(address, http_client=http) as (read, write, *_),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield Agent(session)
+
+
+@asynccontextmanager
+async def stdio_agent(tmp_path: Path, url: str, key: str | None, read_only=False):
     env = {"MAPAPI_URL": url}
     if key is not None:
         env["MAPAPI_KEY"] = key
     errlog_path = tmp_path / "mcp.err"
     parameters = StdioServerParameters(
-        command=mapapi_program(), args=["mcp"], env=env, cwd=tmp_path
+        command=mapapi_program(), args=["mcp"] + ["--read-only"] * read_only, env=env, cwd=tmp_path
     )
     with open(errlog_path, "w") as errlog:  # noqa: ASYNC230 (once, before the session)
         async with (
@@ -78,257 +125,352 @@ async def agent_session(tmp_path: Path, url: str, key: str | None):
 
 
 def http(service, key, method, path, **kwargs):
-    response = requests.request(
-        method,
-        service.base + API + path,
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=10,
-        **kwargs,
+    return requests.request(
+        method, service.base + API + path, headers={"Authorization": f"Bearer {key}"}, timeout=10, **kwargs
     )
-    return response
 
 
 def run(coroutine_function, *args):
     return anyio.run(coroutine_function, *args)
 
 
-# --- the tools are the document's operations --------------------------------------------
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions an exception group holds, however deep."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
 
 
-def resolved(schema, document):
-    """The test's own $ref resolution, to compare with the server's."""
-    if isinstance(schema, dict):
-        if "$ref" in schema:
-            _, _, kind, name = schema["$ref"].split("/")
-            return resolved(document["components"][kind][name], document)
-        return {key: resolved(value, document) for key, value in schema.items()}
-    if isinstance(schema, list):
-        return [resolved(item, document) for item in schema]
-    return schema
+def remaining(service, key) -> int:
+    """The general bucket's requests left, as a GET (which takes one) says."""
+    return int(http(service, key, "GET", "/maps").headers["X-RateLimit-Remaining"])
 
 
-def test_every_tool_schema_is_its_operations_own(service, tmp_path):
-    document = requests.get(service.base + API + "/openapi.json", timeout=10).json()
-
-    async def listed():
-        async with agent_session(tmp_path, service.base, service.write_key) as agent:
-            return (await agent.session.list_tools()).tools
-
-    tools = {tool.name: tool for tool in run(listed)}
-    operations = 0
-    for path, item in document["paths"].items():
-        for method, operation in item.items():
-            if method not in ("get", "post", "put", "delete"):
-                continue
-            name = tool_name(operation["operationId"])
-            if path.startswith(EXCLUDED_PREFIXES):
-                assert name not in tools, f"{name} manages keys or webhooks"
-                continue
-            operations += 1
-            tool = tools[name]
-            schema = tool.input_schema
-            parameters = [
-                p
-                for p in resolved(item.get("parameters", []) + operation.get("parameters", []), document)
-                if p["in"] in ("path", "query")
-            ]
-            expected = {p["name"]: resolved(p["schema"], document) for p in parameters}
-            body = operation.get("requestBody")
-            if body:
-                media = body["content"].get("application/json") or next(
-                    iter(body["content"].values())
-                )
-                expected["body"] = resolved(media["schema"], document)
-            assert {
-                k: {x: y for x, y in v.items() if x != "description"}
-                for k, v in schema["properties"].items()
-            } == {
-                k: {x: y for x, y in v.items() if x != "description"}
-                for k, v in expected.items()
-            }, name
-            required = {p["name"] for p in parameters if p.get("required")}
-            if body and body.get("required"):
-                required.add("body")
-            assert set(schema["required"]) == required, name
-            assert schema["additionalProperties"] is False
-            hints = tool.annotations
-            assert hints.read_only_hint is (method == "get"), name
-            assert hints.destructive_hint is (method == "delete"), name
-            assert hints.idempotent_hint is (method in ("get", "put", "delete")), name
-            assert tool.description and len(tool.description) > 40, name
-    assert operations == len(tools)
-    for name in (
-        "list_maps",
-        "create_map",
-        "list_locations",
-        "create_locations",
-        "set_location_layers",
-    ):
-        assert name in tools
-    assert not any("key" in name or "webhook" in name for name in tools)
+# --- an agent's session, over each transport ------------------------------------------
 
 
-def test_tools_are_built_from_the_document_alone(app, client):
-    """build_tools needs nothing but the document: no database, no app."""
-    document = client.get(API + "/openapi.json").get_json()
-    tools = build_tools(document)
-    assert tools["create_map"].method == "post" and tools["create_map"].path == "/maps"
-    assert tools["get_location"].path_params == ("mapId", "locId")
-    assert "page" in tools["list_maps"].query_params
-
-
-# --- a realistic agent session ----------------------------------------------------------
-
-
-def test_an_agent_session_matches_the_http_api(service, tmp_path):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_agent_session_end_to_end(service, tmp_path, transport):
     key = service.write_key
+    places = [
+        {"name": f"Café {n}", "lat": 38.70 + n / 1000, "lng": -9.15 + n / 1000, "address": f"Rua {n}"}
+        for n in range(50)
+    ]
 
     async def session():
-        async with agent_session(tmp_path, service.base, key) as agent:
-            made = await agent.data("create_map", body={"title": "Coffee in Lisbon"})
-            assert (
-                made == http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
-            )
+        async with agent_session(transport, tmp_path, service.base, key) as agent:
+            tools = (await agent.session.list_tools()).tools
+            assert len(tools) == 33 and not any("key" in t.name or "webhook" in t.name for t in tools)
+            made = await agent.data("create_map", title="Cafés in Lisbon")
+            assert made == http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
             map_id = made["id"]
-            places = [
-                {"name": "Fábrica", "lat": 38.7139, "lng": -9.1447},
-                {"name": "Copenhagen Coffee Lab", "lat": 38.7105, "lng": -9.1437},
-                {"name": "Hello, Kristof", "lat": 38.7090, "lng": -9.1485},
-            ]
-            bulk = await agent.data(
-                "create_locations", mapId=map_id, body={"locations": places}
-            )
-            assert bulk["count"] == 3
-            assert [item["name"] for item in bulk["created"]] == [
-                p["name"] for p in places
-            ]
-            layer = await agent.data(
-                "create_layer", mapId=map_id, body={"name": "Favourites"}
-            )
-            first = bulk["created"][0]["id"]
-            on_layer = await agent.data(
-                "set_location_layers",
-                mapId=map_id,
-                locId=first,
-                body={"layerIds": [layer["id"]]},
-            )
+            bulk = await agent.data("create_locations", mapId=map_id, locations=places)
+            assert bulk["count"] == 50 and [p["name"] for p in bulk["created"]] == [p["name"] for p in places]
+            ids = [p["id"] for p in bulk["created"]]
+            tag = await agent.data("create_tag", mapId=map_id, name="terrace")
+            layer = await agent.data("create_layer", mapId=map_id, name="Favourites")
+            for loc_id in ids[:3]:
+                await agent.data("update_location", mapId=map_id, locId=loc_id, tagIds=[tag["id"]])
+            on_layer = await agent.data("set_location_layers", mapId=map_id, locId=ids[0], layerIds=[layer["id"]])
             assert [item["id"] for item in on_layer["layers"]] == [layer["id"]]
-            listed = await agent.data("list_locations", mapId=map_id, pageSize=2, page=1)
-            assert listed == http(
-                service, key, "GET", f"/maps/{map_id}/locations", params={"pageSize": 2}
-            ).json()["data"]
-            # The two places east of -9.146, by a bbox around them.
-            bbox = "-9.1460,38.7100,-9.1430,38.7150"
+            # A call that does not fit sends nothing: the bucket took only the GETs.
+            before = remaining(service, key)
+            refused = await agent.error("create_map", body={"title": "nested"})
+            assert "body: no such argument" in refused and "title: required" in refused
+            assert remaining(service, key) == before - 1
+            # Lists: 20 by default, and how to read on.
+            page = await agent.call("list_locations", mapId=map_id)
+            assert len(page.structured_content["locations"]) == 20
+            assert "page=2, pageSize=20 gives the next" in page.content[1].text
+            bbox = "-9.1500,38.7000,-9.1400,38.7100"  # the first ten
             found = await agent.data("list_locations", mapId=map_id, bbox=bbox)
-            assert [item["name"] for item in found["locations"]] == [
-                "Fábrica",
-                "Copenhagen Coffee Lab",
-            ]
-            assert found == http(
-                service, key, "GET", f"/maps/{map_id}/locations", params={"bbox": bbox}
-            ).json()["data"]
-            fetched = await agent.data("get_location", mapId=map_id, locId=first)
-            assert fetched == http(
-                service, key, "GET", f"/maps/{map_id}/locations/{first}"
-            ).json()["data"]
-            exported = await agent.data("export_geojson", mapId=map_id)
-            assert exported["type"] == "FeatureCollection"
-            assert exported == http(service, key, "GET", f"/maps/{map_id}/locations.geojson").json()
-            assert exported["features"][0]["properties"]["layerIds"] == [layer["id"]]
-            events = await agent.data("list_events", mapId=map_id, limit=100)
-            assert events == http(
-                service, key, "GET", "/events", params={"mapId": map_id, "limit": 100}
-            ).json()["data"]
-            assert [event["type"] for event in events["events"]][:5] == [
-                "map.created",
-                "location.created",
-                "location.created",
-                "location.created",
-                "layer.created",
-            ]
-            gone = await agent.data("delete_layer", mapId=map_id, layerId=layer["id"])
-            assert gone == {"id": layer["id"], "deleted": True}
+            assert found == http(service, key, "GET", f"/maps/{map_id}/locations",
+                                 params={"bbox": bbox, "pageSize": 20}).json()["data"]  # fmt: skip
+            assert found["pagination"]["total"] == 11
+            by_text = await agent.data("list_locations", mapId=map_id, q="rua 4", tagId=None)
+            assert [p["name"] for p in by_text["locations"]] == ["Café 4"] + [f"Café {n}" for n in range(40, 50)]
+            tagged = await agent.data("list_locations", mapId=map_id, tagId=[tag["id"]])
+            assert [p["id"] for p in tagged["locations"]] == ids[:3]
+            # A page of GeoJSON, and the rest by its cursor.
+            exported = await agent.call("export_geojson", mapId=map_id, limit=30)
+            first = exported.structured_content
+            whole = http(service, key, "GET", f"/maps/{map_id}/locations.geojson").json()
+            assert first["features"] == whole["features"][:30]
+            assert (first["total"], first["next"]) == (50, "30")
+            assert f"/api/v1/maps/{map_id}/locations.geojson" in exported.content[1].text
+            rest = await agent.data("export_geojson", mapId=map_id, cursor=first["next"])
+            assert rest["features"] == whole["features"][30:] and rest["next"] is None
+            past = await agent.call("export_geojson", mapId=map_id, cursor="500")
+            assert past.structured_content == {"type": "FeatureCollection", "features": [], "total": 50, "next": None}
+            assert past.content[1].text.startswith("No Features from position 501; 50 in all.")
+            # The feed, followed to its end (the first answer is cut to fit: 50 long events).
+            read, after = [], None
+            while True:
+                events = await agent.data("list_events", after=after, mapId=map_id, limit=100)
+                read += events["events"]
+                after = events["next"]
+                if not events["hasMore"]:
+                    break
+            assert read == http(service, key, "GET", "/events", params={"mapId": map_id, "limit": 100}).json()["data"]["events"]
+            kinds = [event["type"] for event in read]
+            assert kinds[:2] == ["map.created", "location.created"] and kinds.count("location.created") == 50
+            gone = await agent.data("bulk_delete_locations", mapId=map_id, ids=ids[40:])
+            assert gone["count"] == 10
             return agent.errlog
 
     errlog = run(session)
-    assert key not in errlog.read_text()
+    if errlog is not None:
+        assert key not in errlog.read_text()
 
 
-# --- errors an agent can act on ---------------------------------------------------------
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_read_only_key_reads_and_its_writes_answer_insufficient_scope(service, tmp_path, transport):
+    map_id = http(service, service.write_key, "POST", "/maps", json={"title": "Shared"}).json()["data"]["id"]
 
-
-def test_api_errors_are_tool_errors_with_code_message_and_details(service, tmp_path):
     async def session():
-        async with agent_session(tmp_path, service.base, service.write_key) as agent:
-            missing = await agent.call("get_map", mapId="nope")
-            assert missing.is_error
-            assert missing.content[0].text.startswith("NOT_FOUND (404): ")
-            invalid = await agent.call("create_map", body={"title": "", "zoom": 99})
-            assert invalid.is_error
-            text = invalid.content[0].text
-            assert text.startswith("VALIDATION_ERROR (400): ")
-            details = json.loads(text.split("details: ", 1)[1])
-            assert set(details) == {"title", "zoom"}
-            # The refused create counted too: the bucket of 3 has 2 left.
-            for _ in range(2):
-                await agent.data("create_map", body={"title": "within the limit"})
-            limited = await agent.call("create_map", body={"title": "a fourth"})
-            assert limited.is_error
-            assert limited.content[0].text.startswith("RATE_LIMIT_EXCEEDED (429): ")
-            assert "Retry after " in limited.content[0].text
+        async with agent_session(transport, tmp_path, service.base, service.read_key) as agent:
+            maps = await agent.data("list_maps")
+            assert [item["id"] for item in maps["maps"]] == [map_id]
+            assert (await agent.data("export_geojson", mapId=map_id))["total"] == 0
+            for name, arguments in [
+                ("create_map", {"title": "not allowed"}),
+                ("create_locations", {"mapId": map_id, "locations": [{"name": "a", "lat": 1, "lng": 2}]}),
+                ("delete_map", {"mapId": map_id}),
+            ]:
+                text = await agent.error(name, **arguments)
+                assert text.startswith("INSUFFICIENT_SCOPE (403): "), text
+            return agent.errlog
+
+    errlog = run(session)
+    assert http(service, service.write_key, "GET", "/maps").json()["data"]["pagination"]["total"] == 1
+    if errlog is not None:
+        assert service.read_key not in errlog.read_text()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_read_only_lists_only_the_reading_tools(service, tmp_path, transport):
+    async def session():
+        async with agent_session(transport, tmp_path, service.base, service.write_key, read_only=True) as agent:
+            names = {tool.name for tool in (await agent.session.list_tools()).tools}
+            assert "list_maps" in names and "create_map" not in names
+            text = await agent.error("create_map", title="hidden")
+            assert "only the tools that read" in text
+
+    run(session)
+    assert http(service, service.write_key, "GET", "/maps").json()["data"]["pagination"]["total"] == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_429_and_an_api_error_are_one_clear_tool_error(service, tmp_path, transport):
+    async def session():
+        async with agent_session(transport, tmp_path, service.base, service.write_key) as agent:
+            missing = await agent.error("get_map", mapId="nope")
+            assert missing.startswith("NOT_FOUND (404): ")
+            invalid = await agent.error("create_map", title=" ")
+            assert invalid.startswith("VALIDATION_ERROR (400): ")
+            assert set(json.loads(invalid.split("details: ", 1)[1])) == {"title"}
+            for _ in range(2):  # the refused create counted: the bucket of 3 has 2 left
+                await agent.data("create_map", title="within the limit")
+            limited = await agent.error("create_map", title="a fourth")
+            assert limited.startswith("RATE_LIMIT_EXCEEDED (429): ") and "Retry after " in limited
 
     run(session)
 
 
-def test_a_read_only_key_reads_and_its_writes_answer_insufficient_scope(
-    service, tmp_path
-):
-    async def session():
-        async with agent_session(tmp_path, service.base, service.read_key) as agent:
-            maps = await agent.data("list_maps")
-            assert maps["pagination"]["total"] == 0
-            refused = await agent.call("create_map", body={"title": "not allowed"})
-            assert refused.is_error
-            assert refused.content[0].text.startswith("INSUFFICIENT_SCOPE (403): ")
-            return agent.errlog
-
-    errlog = run(session)
-    assert (
-        http(service, service.write_key, "GET", "/maps").json()["data"]["pagination"][
-            "total"
-        ]
-        == 0
-    )
-    assert service.read_key not in errlog.read_text()
-
-
-def test_a_wrong_key_is_a_clear_error_and_is_never_repeated(service, tmp_path):
-    wrong = "mk_live_" + "x" * 40
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_one_accounts_key_never_sees_anothers_maps(service, tmp_path, transport):
+    mine = http(service, service.write_key, "POST", "/maps", json={"title": "Mine"}).json()["data"]["id"]
 
     async def session():
-        async with agent_session(tmp_path, service.base, wrong) as agent:
-            result = await agent.call("list_maps")
-            assert result.is_error
-            assert result.content[0].text.startswith("INVALID_API_KEY (401): ")
-            assert wrong not in result.content[0].text
-            return agent.errlog
+        async with agent_session(transport, tmp_path, service.base, service.other_key) as agent:
+            assert (await agent.data("list_maps"))["maps"] == []
+            assert (await agent.error("get_map", mapId=mine)).startswith("NOT_FOUND (404): ")
+            assert (await agent.error("export_geojson", mapId=mine)).startswith("NOT_FOUND (404): ")
+            assert (await agent.error("delete_map", mapId=mine)).startswith("NOT_FOUND (404): ")
+            ours = await agent.data("create_map", title="Theirs")
+            assert (await agent.error("create_location", mapId=mine, name="x", lat=1, lng=2)).startswith("NOT_FOUND")
+            return ours["id"]
 
-    assert wrong not in run(session).read_text()
+    theirs = run(session)
+    maps = http(service, service.write_key, "GET", "/maps").json()["data"]["maps"]
+    assert [item["id"] for item in maps] == [mine] and theirs != mine
 
 
-def test_a_service_that_is_down_is_a_clear_error(tmp_path):
+def test_ids_of_another_map_are_api_errors_naming_them(service, tmp_path):
+    """Mistakes only the API can see: ids that exist, on another map."""
+    key = service.write_key
+    first, second = (http(service, key, "POST", "/maps", json={"title": t}).json()["data"]["id"] for t in "AB")
+    category = http(service, key, "POST", f"/maps/{first}/categories", json={"name": "Cafés"}).json()["data"]["id"]
+    place = http(service, key, "POST", f"/maps/{first}/locations", json={"name": "x", "lat": 1, "lng": 2}).json()["data"]
+
+    async def session():
+        async with agent_session("remote", tmp_path, service.base, key) as agent:
+            text = await agent.error("get_location", mapId=second, locId=place["id"])
+            assert text.startswith("NOT_FOUND (404): ")
+            text = await agent.error("create_location", mapId=second, name="y", lat=1, lng=2, categoryId=category)
+            assert text.startswith("VALIDATION_ERROR (400): ") and '"categoryId"' in text
+            text = await agent.error("set_location_layers", mapId=first, locId=place["id"], layerIds=[category])
+            assert text.startswith("VALIDATION_ERROR (400): ") and '"layerIds"' in text
+
+    run(session)
+    assert http(service, key, "GET", f"/maps/{second}/locations").json()["data"]["pagination"]["total"] == 0
+
+
+# --- no answer too long, whatever the map's size ------------------------------------------
+
+
+def test_no_answer_passes_20000_characters_on_a_map_of_2000_long_locations(tmp_path):
+    with served_mapapi(tmp_path, MAPAPI_RATELIMIT_BULK="100 per hour") as (server, key):
+        map_id = http(server, key, "POST", "/maps", json={"title": "Big"}).json()["data"]["id"]
+        long_text = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 50
+        for batch in range(20):
+            items = [
+                {"name": f"Place {batch}-{n}", "lat": 10 + n / 100, "lng": 20 + batch / 100,
+                 "description": long_text, "externalId": f"E{batch}-{n}", "properties": {"note": long_text[:500]}}
+                for n in range(100)
+            ]  # fmt: skip
+            assert http(server, key, "POST", f"/maps/{map_id}/locations/bulk", json={"locations": items}).status_code == 201
+        some_id = http(server, key, "GET", f"/maps/{map_id}/locations").json()["data"]["locations"][0]["id"]
+        upserts = [{"externalId": f"E0-{n}", "description": long_text + "!"} for n in range(100)]
+
+        async def session():
+            async with agent_session("remote", tmp_path, server.base, key) as agent:
+                page = await agent.call("list_locations", mapId=map_id, pageSize=100)
+                shown = page.structured_content["pagination"]
+                assert 0 < shown["pageSize"] < 100 and shown["total"] == 2000
+                export = await agent.call("export_geojson", mapId=map_id, limit=200)
+                assert 0 < len(export.structured_content["features"]) < 200
+                assert export.structured_content["total"] == 2000
+                events = await agent.call("list_events", mapId=map_id, limit=100)
+                assert events.structured_content["hasMore"] is True
+                upserted = await agent.call("upsert_locations", mapId=map_id, locations=upserts)
+                assert upserted.structured_content["updated"] == 100
+                assert not (await agent.call("get_location", mapId=map_id, locId=some_id)).is_error
+                assert not (await agent.call("list_maps", pageSize=100)).is_error
+
+        try:
+            run(session)
+        except BaseException:
+            print(server.stderr())  # what the service said, for whoever reads the failure
+            raise
+
+
+# --- /mcp as HTTP ---------------------------------------------------------------------------
+
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}  # fmt: skip
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def post_mcp(service, key=None, headers=(), path="/mcp", message=INITIALIZE):
+    sent = dict(MCP_HEADERS, **dict(headers))
+    if key is not None:
+        sent["Authorization"] = f"Bearer {key}"
+    return requests.post(service.base + path, json=message, headers=sent, timeout=10)
+
+
+def test_mcp_over_http_is_stateless_json_and_answers_only_post(service):
+    answer = post_mcp(service, service.write_key)
+    assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("application/json")
+    assert "Mcp-Session-Id" not in answer.headers
+    assert answer.json()["result"]["serverInfo"]["name"] == "mapapi"
+    listed = post_mcp(service, service.write_key, message={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert len(listed.json()["result"]["tools"]) == 33
+    assert len(listed.text) <= 24_000
+    for method in ("GET", "DELETE"):
+        refused = requests.request(method, service.base + "/mcp", headers=MCP_HEADERS, timeout=10)
+        assert refused.status_code == 405 and refused.headers["Allow"] == "POST"
+        assert refused.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+    bad = post_mcp(service, service.write_key, path="/mcp?readOnly=yes")
+    assert bad.status_code == 400 and bad.json()["error"]["details"] == {"readOnly": ["Must be true or false."]}
+
+
+def test_mcp_without_a_good_key_is_401_as_the_api(service):
+    missing = post_mcp(service)
+    assert missing.status_code == 401 and missing.json()["error"]["code"] == "MISSING_API_KEY"
+    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="mapapi"'
+    wrong = post_mcp(service, "mk_live_" + "x" * 40)
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "INVALID_API_KEY"
+    assert wrong.headers["WWW-Authenticate"] == 'Bearer realm="mapapi", error="invalid_token"'
+    assert "X-RateLimit-Remaining" in wrong.headers  # the client address's bucket counted it
+
+    async def session():
+        async with agent_session("remote", Path("."), service.base, "mk_live_" + "y" * 40):
+            pass
+
+    # The SDK's client gives up at the 401 (its message is its own: "Server
+    # returned an error response"); the host sees the status.
+    with pytest.raises(BaseException) as raised:
+        run(session)
+    assert any("error response" in str(error) for error in leaves(raised.value))
+
+
+def test_mcp_refuses_an_origin_that_is_not_allowed(tmp_path):
+    with served_mapapi(tmp_path, MAPAPI_CORS_ORIGINS="https://app.example.com") as (server, key):
+        allowed = post_mcp(server, key, headers={"Origin": "https://app.example.com"})
+        assert allowed.status_code == 200
+        assert allowed.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
+        refused = post_mcp(server, key, headers={"Origin": "https://evil.example.com"})
+        assert refused.status_code == 403
+        assert refused.json()["jsonrpc"] == "2.0" and refused.json()["error"]["code"] == -32600
+        assert "Origin" in refused.json()["error"]["message"]
+        assert post_mcp(server, key).status_code == 200  # no Origin: not a browser
+
+
+def test_a_tool_call_is_answered_by_either_process_on_postgres(tmp_path):
+    if not backends.on_postgres():
+        pytest.skip("two processes share a database on PostgreSQL (MAPAPI_TEST_BACKEND=postgres)")
+    with served_mapapi(tmp_path, MAPAPI_RATELIMIT_MAP_CREATE="2 per hour") as (first, key):
+        second = ServeProcess(first.env, tmp_path, "second")
+        try:
+            second.wait_until_up()
+
+            async def session():
+                async with (
+                    agent_session("remote", tmp_path, first.base, key) as one,
+                    agent_session("remote", tmp_path, second.base, key) as two,
+                ):
+                    made = await one.data("create_map", title="Made by one")
+                    assert (await two.data("get_map", mapId=made["id"])) == made
+                    await two.data("create_map", title="Made by two")
+                    # The buckets are the account's, in Redis: the third create is refused by either.
+                    assert (await one.error("create_map", title="third")).startswith("RATE_LIMIT_EXCEEDED")
+                    assert (await two.data("list_maps"))["pagination"]["total"] == 2
+
+            run(session)
+        finally:
+            second.stop()
+
+
+# --- stdio: a service that is down, a lost answer, start-up -------------------------------
+
+
+def test_a_service_that_is_down_lists_the_tools_and_each_call_says_so(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     secret = "mk_live_" + "y" * 40
 
     async def session():
-        async with agent_session(tmp_path, url, secret) as agent:
-            with pytest.raises(MCPError) as raised:
-                await agent.session.list_tools()
-            assert f"mapapi service at {url} did not answer" in str(raised.value)
-            assert secret not in str(raised.value)
+        async with stdio_agent(tmp_path, url, secret) as agent:
+            assert len((await agent.session.list_tools()).tools) == 33
+            text = await agent.error("list_maps")
+            assert f"mapapi service at {url} did not answer" in text and secret not in text
             return agent.errlog
 
     assert secret not in run(session).read_text()
+
+
+def test_a_wrong_key_over_stdio_is_one_clear_tool_error(service, tmp_path):
+    wrong = "mk_live_" + "x" * 40
+
+    async def session():
+        async with stdio_agent(tmp_path, service.base, wrong) as agent:
+            text = await agent.error("list_maps")
+            assert text.startswith("INVALID_API_KEY (401): ") and wrong not in text
+            return agent.errlog
+
+    assert wrong not in run(session).read_text()
 
 
 def test_it_starts_and_lists_tools_in_under_two_seconds(service, tmp_path):
@@ -336,34 +478,26 @@ def test_it_starts_and_lists_tools_in_under_two_seconds(service, tmp_path):
 
     async def session():
         started = time.monotonic()
-        async with agent_session(tmp_path, service.base, service.write_key) as agent:
+        async with stdio_agent(tmp_path, service.base, service.write_key) as agent:
             tools = (await agent.session.list_tools()).tools
             return time.monotonic() - started, len(tools)
 
     timings = []
     for _ in range(3):
         elapsed, count = run(session)
-        assert count > 20
+        assert count == 33
         timings.append(elapsed)
         if elapsed < 2.0:
             break
-    assert min(timings) < 2.0, (
-        f"{min(timings):.2f} s at best to start and list {count} tools"
-    )
+    assert min(timings) < 2.0, f"{min(timings):.2f} s at best to start and list {count} tools"
 
 
 def test_without_a_key_it_refuses_to_start(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAPAPI_")}
     done = subprocess.run(
-        [mapapi_program(), "mcp"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+        [mapapi_program(), "mcp"], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=30, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("MAPAPI_KEY is not set")
     assert "Traceback" not in done.stderr
@@ -390,9 +524,7 @@ class LosingProxy:
             def forward(self, method):
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                answer = requests.request(
-                    method, target + self.path, headers=headers, data=body, timeout=10
-                )
+                answer = requests.request(method, target + self.path, headers=headers, data=body, timeout=10)
                 if method == "POST":
                     proxy.posts.append(self.headers.get("Idempotency-Key"))
                     if len(proxy.posts) == 1:
@@ -425,8 +557,8 @@ def test_a_lost_answer_is_retried_with_the_same_key_and_creates_once(service, tm
     proxy = LosingProxy(service.base)
 
     async def session():
-        async with agent_session(tmp_path, proxy.url, service.write_key) as agent:
-            return await agent.data("create_map", body={"title": "Created once"})
+        async with stdio_agent(tmp_path, proxy.url, service.write_key) as agent:
+            return await agent.data("create_map", title="Created once")
 
     try:
         made = run(session)

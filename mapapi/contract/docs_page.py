@@ -46,10 +46,15 @@ PAGE = """<!doctype html>
 @bp.get(OPENAPI_PATH)
 def openapi_document():
     """The OpenAPI 3.1 document of this API."""
-    document = current_app.extensions.get("mapapi.openapi")
+    return jsonify(api_document(current_app))
+
+
+def api_document(app) -> dict:
+    """``app``'s OpenAPI document, built once."""
+    document = app.extensions.get("mapapi.openapi")
     if document is None:
-        document = current_app.extensions["mapapi.openapi"] = build_document(current_app)
-    return jsonify(document)
+        document = app.extensions["mapapi.openapi"] = build_document(app)
+    return document
 
 
 @bp.get("/")

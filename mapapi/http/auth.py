@@ -117,6 +117,13 @@ def identify() -> None:
     current = request._get_current_object()  # one context lookup, not one per use
     if not _is_api_path(current.path) or current.path == OPENAPI_PATH:
         return
+    check_key(current, writes=current.method in WRITE_METHODS)
+
+
+def check_key(current, *, writes: bool) -> None:
+    """Resolve the key of the request ``current`` into ``g.account``, or note
+    in ``g.auth_error`` why it is refused (401, then plan, then scope:
+    ``writes`` says whether the request writes, which a READ_ONLY key may not)."""
     header = current.headers.get("Authorization", "").strip()
     if not header:
         g.auth_error = _unauthorized("MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.")
@@ -153,7 +160,7 @@ def identify() -> None:
         g.auth_error = APIError(
             403, "PRO_SUBSCRIPTION_REQUIRED", "The API needs an active Pro plan."
         )
-    elif key.scope == "READ_ONLY" and current.method in WRITE_METHODS:
+    elif key.scope == "READ_ONLY" and writes:
         g.auth_error = APIError(403, "INSUFFICIENT_SCOPE", "This API key is read-only.")
 
 

@@ -190,6 +190,13 @@ def check_route_limit(*, answered: bool = False) -> None:
     _take("general", identity)
 
 
+def count_in_general_bucket() -> None:
+    """Check 1 for a request outside the API that answers as the API does
+    (``/mcp`` refusing a key): count it in its caller's general bucket, or
+    raise RATE_LIMIT_EXCEEDED."""
+    _take("general", _identity())
+
+
 def _route_bucket() -> str | None:
     """The bucket of the request's route besides the general one, if any."""
     if g.get("auth_error") is not None or not is_api_request():
@@ -199,9 +206,9 @@ def _route_bucket() -> str | None:
 
 def add_rate_limit_headers(response):
     """Describe the bucket with the fewest requests left; Retry-After on 429."""
-    if not is_api_request():
-        return response
     states = g.get("rate_limit_states")
+    if not is_api_request() and not states:
+        return response
     if not states:
         # Refused before any bucket counted it (the database was down, say):
         # describe the client address's bucket without counting.

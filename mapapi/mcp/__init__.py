@@ -1,8 +1,6 @@
-"""``mapapi mcp``: a Model Context Protocol server over stdio for AI agents.
-
-It is a client of a running mapapi service, like any other: its tools are
-built at start-up from the service's OpenAPI document (one tool per
-operation, the operation's own input schema), and every call is an HTTP
-request with the key from ``MAPAPI_KEY``, so scopes and rate limits apply to
-the agent as to anyone.
+"""The MCP server for AI agents: ``mapapi mcp`` over stdio (``local``, a
+client of a running service) and ``/mcp`` on the service's own port
+(``remote``, Streamable HTTP). Both serve the same tools (``tools``), built
+from the service's OpenAPI document, whose calls are checked
+(``arguments``) and answered within bounds (``results``) by ``server``.
 """

@@ -9,27 +9,17 @@ and are retried the same way. The key is only ever put in the
 
 import asyncio
 import uuid
-from dataclasses import dataclass
-from urllib.parse import quote
 
 import httpx2
+
+from .arguments import Request
+from .server import Answer, ServiceUnreachable
 
 #: Tries for a request whose answer was lost, and the pause between them.
 ATTEMPTS = 3
 PAUSE_SECONDS = 0.5
 #: A request that takes longer counts as lost and is retried.
 TIMEOUT_SECONDS = 30.0
-
-
-class ServiceUnreachable(Exception):
-    """The service did not answer: down, wrong URL, or every try lost."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: httpx2.Headers
-    body: object
 
 
 class ServiceClient:
@@ -49,7 +39,7 @@ class ServiceClient:
 
     async def openapi_document(self) -> dict:
         """The service's own description of its API (no key needed)."""
-        answer = await self.request("get", "/api/v1/openapi.json")
+        answer = await self.request(Request("get", "/api/v1/openapi.json", [], None, None))
         if answer.status != 200 or not isinstance(answer.body, dict):
             raise ServiceUnreachable(
                 f"{self.base_url} answered {answer.status} for its API description: "
@@ -57,25 +47,21 @@ class ServiceClient:
             )
         return answer.body
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query=None,
-        body=None,
-        content_type: str = "application/json",
-    ) -> Answer:
+    async def request(self, request: Request) -> Answer:
         """One call, retried with the same idempotency key while its answer is lost."""
         headers = {}
-        if method == "post":
+        if request.method == "post":
             headers["Idempotency-Key"] = str(uuid.uuid4())
-        if body is not None:
-            headers["Content-Type"] = content_type
+        if request.body is not None:
+            headers["Content-Type"] = request.content_type
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 response = await self._http.request(
-                    method.upper(), path, params=query, json=body, headers=headers
+                    request.method.upper(),
+                    request.path,
+                    params=request.query or None,
+                    json=request.body,
+                    headers=headers,
                 )
             except httpx2.TransportError as error:
                 if attempt == ATTEMPTS:
@@ -96,13 +82,6 @@ class ServiceClient:
         raise ServiceUnreachable(
             f"the mapapi service at {self.base_url} kept the request running"
         )
-
-
-def expand_path(template: str, values: dict) -> str:
-    """``/maps/{mapId}`` with its parameters filled in, each quoted as a path segment."""
-    for name, value in values.items():
-        template = template.replace("{" + name + "}", quote(str(value), safe=""))
-    return "/api/v1" + template
 
 
 def _json(response: httpx2.Response):

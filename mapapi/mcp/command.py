@@ -16,7 +16,12 @@ DEFAULT_URL = "http://127.0.0.1:8080"
     show_default=True,
     help="The running mapapi service (env MAPAPI_URL).",
 )
-def mcp_command(url):
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="List only the tools that read (the key's scope still applies).",
+)
+def mcp_command(url, read_only):
     """Serve the API's tools to an AI agent over stdio (MCP); the key comes from MAPAPI_KEY."""
     key = os.environ.get("MAPAPI_KEY", "").strip()
     if not key:
@@ -32,6 +37,6 @@ def mcp_command(url):
             err=True,
         )
         sys.exit(2)
-    from .server import run
+    from .local import run
 
-    run(url, key)
+    run(url, key, read_only)
