@@ -8,7 +8,6 @@ in everything the stdio server says or writes.
 import json
 import os
 import subprocess
-import time
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -473,23 +472,17 @@ def test_a_wrong_key_over_stdio_is_one_clear_tool_error(service, tmp_path):
     assert wrong not in run(session).read_text()
 
 
-def test_it_starts_and_lists_tools_in_under_two_seconds(service, tmp_path):
-    """The best of three starts: the machines running the suite are shared."""
+def test_it_starts_and_lists_every_tool(service, tmp_path):
+    """How fast it starts is measured by benchmarks/commands.py, not here: the
+    machines running the suite are shared."""
 
     async def session():
-        started = time.monotonic()
         async with stdio_agent(tmp_path, service.base, service.write_key) as agent:
-            tools = (await agent.session.list_tools()).tools
-            return time.monotonic() - started, len(tools)
+            return [tool.name for tool in (await agent.session.list_tools()).tools]
 
-    timings = []
-    for _ in range(3):
-        elapsed, count = run(session)
-        assert count == 33
-        timings.append(elapsed)
-        if elapsed < 2.0:
-            break
-    assert min(timings) < 2.0, f"{min(timings):.2f} s at best to start and list {count} tools"
+    names = run(session)
+    assert len(names) == len(set(names)) == 33
+    assert {"list_maps", "create_locations", "export_geojson", "upsert_geojson"} <= set(names)
 
 
 def test_without_a_key_it_refuses_to_start(tmp_path):
