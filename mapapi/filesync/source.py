@@ -79,13 +79,7 @@ def csv_file(data: bytes, id_columns: tuple[str, ...]) -> CsvFile:
 
 def _records(reader) -> Iterator[CsvRecord]:
     ended = reader.line_num
-    while True:
-        try:
-            cells = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as error:
-            raise FileError(f"line {ended + 1}: {error}") from None
+    for cells in _guarded(reader, csv.Error, lambda error: f"line {reader.line_num}: {error}"):
         if cells:  # a blank line is no row
             yield CsvRecord(ended + 1, cells)
         ended = reader.line_num
@@ -119,18 +113,23 @@ def geojson_features(data: bytes) -> Iterator[object]:
         raise FileError(f"not valid JSON: {_first_line(error)}") from None
     if kind != "FeatureCollection":
         raise FileError(f"GeoJSON: must be a FeatureCollection, not type {kind!r}")
-    return _features(ijson.items(io.BytesIO(data), "features.item", use_float=True))
+    features = ijson.items(io.BytesIO(data), "features.item", use_float=True)
+    return _guarded(
+        features, ijson.JSONError, lambda error: f"not valid JSON: {_first_line(error)}"
+    )
 
 
-def _features(features) -> Iterator[object]:
+def _guarded(items: Iterator, error_type, describe) -> Iterator:
+    """``items``, a parse error of ``error_type`` raised as a FileError
+    that ``describe(error)`` words."""
     while True:
         try:
-            feature = next(features)
+            item = next(items)
         except StopIteration:
             return
-        except ijson.JSONError as error:
-            raise FileError(f"not valid JSON: {_first_line(error)}") from None
-        yield feature
+        except error_type as error:
+            raise FileError(describe(error)) from None
+        yield item
 
 
 def _first_line(error: Exception) -> str:
