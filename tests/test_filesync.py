@@ -6,13 +6,17 @@ the map, read back through the GeoJSON export, with the file.
 """
 
 import csv
+import fcntl
 import io
 import json
 import os
+import pty
 import random
 import signal
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -405,6 +409,33 @@ def test_a_run_killed_half_way_then_run_again_finishes_the_job(tmp_path):
         result = service.sync(path, "--map", map_id)
         assert summary(result).startswith(SUMMARY.format(2600 - done, 0, 0, done))
         assert_map_is(service, map_id, rows)
+
+
+def test_on_a_terminal_a_progress_bar_shows_rows_rate_and_time_left(service, tmp_path):
+    map_id = service.new_map()
+    path = write_csv(tmp_path / "crm.csv", customers(1500))
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    process = subprocess.Popen(
+        [mapapi_program(), "sync", str(path), "--map", map_id],
+        env=service.env(), stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal,
+    )  # fmt: skip
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert process.wait(timeout=60) == 0, shown
+    text = shown.decode()
+    assert "1500/1500" in text and "row/s" in text and "100%" in text
+    assert "upsert 1/2" not in text  # the bar, not a line per batch
+    assert text.strip().splitlines()[-1].startswith(SUMMARY.format(1500, 0, 0, 0))
 
 
 # --- the command itself ---------------------------------------------------------------------

@@ -152,6 +152,8 @@ class Run:
         upserts = list(upsert_batches(plan))
         deletes = list(delete_batches(plan))
         counts = {"created": 0, "updated": 0, "unchanged": plan.unchanged, "deleted": 0}
+        if not plan.writes:
+            return _counts(**counts)
         self.progress = Progress(plan.writes)
         for number, batch in enumerate(upserts, start=1):
             answer = self._send(rows, batch, state)

@@ -2,6 +2,7 @@
 (tqdm: rows done, rows per second, time left), a line per batch elsewhere
 (a pipe, a log), and every pause with its reason."""
 
+import shutil
 import sys
 import time
 
@@ -20,8 +21,17 @@ class Progress:
         self.started = time.monotonic()
         self.bar = None
         if self.stream.isatty():
+            # shutil reads the window's size, and falls back to 80 x 24 where
+            # it has none (a bare pseudo-terminal), which tqdm would take as
+            # room for no bar at all.
+            size = shutil.get_terminal_size()
             self.bar = tqdm(
-                total=total, unit="row", file=self.stream, dynamic_ncols=True, smoothing=0.1
+                total=total,
+                unit="row",
+                file=self.stream,
+                ncols=size.columns,
+                nrows=size.lines,
+                smoothing=0.1,
             )
 
     def batch(self, what: str, number: int, count: int, rows: int, outcome: str) -> None:
