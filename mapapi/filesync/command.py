@@ -62,17 +62,18 @@ def sync_command(file, map_id, id_column, prune, dry_run, url):
         _refuse_setting("--id-column must name a column.")
     started = time.monotonic()
     run = Run(url, key, map_id)
+    failure = None
     try:
         summary = run.sync(file, id_column, prune=prune, dry_run=dry_run)
     except (FileError, ServiceError) as error:
-        run.close()
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        failure = (f"error: {error}", 1)
     except KeyboardInterrupt:
-        run.close()
-        click.echo("interrupted: run the command again to finish the job", err=True)
-        sys.exit(130)
-    run.close()
+        failure = ("interrupted: run the command again to finish the job", 130)
+    finally:
+        run.close()  # the progress bar first, so that the error comes below it
+    if failure is not None:
+        click.echo(failure[0], err=True)
+        sys.exit(failure[1])
     seconds = time.monotonic() - started
     click.echo(f"{summary} in {seconds:.1f} s" + (" (dry run: nothing was written)" * dry_run))
 
