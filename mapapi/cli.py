@@ -30,6 +30,7 @@ from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
 from .log_output import log_to_stderr
+from .filesync.command import sync_command
 from .mcp.command import mcp_command
 from .services import accounts as account_service
 from .services import events as event_service
@@ -472,3 +473,4 @@ for _command in (*COMMANDS, operator_db_group):
     main.add_command(_command)
 # A client of a running service: it needs no app, no database.
 main.add_command(mcp_command)
+main.add_command(sync_command)

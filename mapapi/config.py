@@ -191,6 +191,7 @@ SETTINGS = (
     Setting("MAPAPI_RATELIMIT_GENERAL", "RATELIMIT_GENERAL", rate, "1000 per hour", _RATE),
     Setting("MAPAPI_RATELIMIT_MAP_CREATE", "RATELIMIT_MAP_CREATE", rate, "50 per hour", _RATE),
     Setting("MAPAPI_RATELIMIT_BULK", "RATELIMIT_BULK", rate, "20 per hour", _RATE),
+    Setting("MAPAPI_RATELIMIT_SYNC", "RATELIMIT_SYNC", rate, "100 per hour", _RATE),
     Setting("MAPAPI_BOOTSTRAP", "BOOTSTRAP", boolean, "1", _BOOLEAN),
     # How many reverse proxies in front of the service set X-Forwarded-*;
     # 0 trusts none, so a client cannot choose its own rate-limit address.

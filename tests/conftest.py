@@ -54,6 +54,7 @@ def app_config(tmp_path, suite_database):
         "RATELIMIT_GENERAL": "10000 per hour",
         "RATELIMIT_MAP_CREATE": "1000 per hour",
         "RATELIMIT_BULK": "1000 per hour",
+        "RATELIMIT_SYNC": "1000 per hour",
     }
     if suite_database:
         config["SQLALCHEMY_DATABASE_URI"] = suite_database

@@ -1,4 +1,4 @@
-"""Bulk delete: 1..100 locations by id or by externalId, at once."""
+"""Bulk delete: 1..1000 locations by id or by externalId, at once."""
 
 import pytest
 
@@ -87,8 +87,8 @@ def test_a_hundred_names_are_accepted(api, map_id, spots):
         ({"ids": ["a"], "externalIds": ["b"]}, {"externalIds"}),
         ({"ids": []}, {"ids"}),
         ({"externalIds": []}, {"externalIds"}),
-        ({"ids": ["a"] * 101}, {"ids"}),
-        ({"externalIds": ["a"] * 101}, {"externalIds"}),
+        ({"ids": ["a"] * 1001}, {"ids"}),
+        ({"externalIds": ["a"] * 1001}, {"externalIds"}),
         ({"ids": None}, {"ids"}),
         ({"ids": "abc"}, {"ids"}),
         ({"ids": [1]}, {"ids"}),
@@ -142,3 +142,12 @@ def test_each_deleted_location_records_one_event(api, map_id, spots):
     cursor = latest(api)
     assert bulk_delete(api, map_id, {"ids": ids}).get_json()["data"]["count"] == 0
     assert read_feed(api, after=cursor) == []
+
+
+def test_a_bulk_delete_takes_1000_names(api, map_id):
+    items = [{"externalId": f"e{n}", "name": "n", "lat": 0, "lng": 0} for n in range(1000)]
+    data(api.post(f"/maps/{map_id}/locations/upsert", json={"locations": items}))
+    names_ = [f"e{n}" for n in range(999, -1, -1)]
+    answer = data(bulk_delete(api, map_id, {"externalIds": names_}))
+    assert answer["count"] == 1000 and len(answer["deleted"]) == 1000
+    assert names(api, map_id) == []

@@ -239,6 +239,37 @@ def test_name_property_names_the_property_read_as_the_name(api, map_id):
     assert list(bad) == ["nameProperty"]
 
 
+def test_a_feature_without_a_name_is_told_about_name_property(api, map_id):
+    feature = {"type": "Feature", "geometry": {"type": "Point", "coordinates": [2, 1]},
+               "properties": {"title": "Café", "city": "Paris"}}  # fmt: skip
+    details = validation_details(import_features(api, map_id, [feature]))
+    (message,) = details["features"]["0"]["properties"]["name"]
+    assert "nameProperty" in message and "'title'" in message and "'city'" in message
+    bare = {**feature, "properties": {}}
+    (message,) = validation_details(import_features(api, map_id, [bare]))["features"]["0"][
+        "properties"
+    ]["name"]
+    assert "nameProperty" in message
+
+
+@pytest.mark.parametrize(
+    ("coordinates", "named"),
+    [
+        ([200, 100], ["Longitude (coordinates[0])", "Latitude (coordinates[1])"]),
+        (["east", None], ["Longitude (coordinates[0])", "Latitude (coordinates[1])"]),
+        ([2, 100], ["Latitude (coordinates[1])"]),
+        ([-181, 1], ["Longitude (coordinates[0])"]),
+    ],
+)
+def test_a_point_with_wrong_coordinates_names_each_of_them(api, map_id, coordinates, named):
+    feature = {"type": "Feature", "geometry": {"type": "Point", "coordinates": coordinates},
+               "properties": {"name": "x"}}  # fmt: skip
+    messages = validation_details(import_features(api, map_id, [feature]))["features"]["0"][
+        "geometry"
+    ]
+    assert [message.split(":")[0] for message in messages] == named
+
+
 def test_a_key_both_beside_and_inside_properties_is_a_validation_error(api, map_id):
     feature = point_feature(website="a", properties={"website": "b"})
     details = validation_details(import_features(api, map_id, [feature]))

@@ -149,3 +149,26 @@ def test_export_edit_and_import_with_upsert_round_trip(api, map_id):
         assert after[external_id] == before[external_id]
     assert after["E1"]["id"] == before["E1"]["id"]
     assert export(api, map_id)["features"][-1]["properties"]["externalId"] == "E9"
+
+
+def test_an_upserting_import_takes_1000_features_and_a_plain_one_100(api, map_id):
+    features = [point_feature(f"n{n}", externalId=f"E{n}") for n in range(1001)]
+    refused = import_features(api, map_id, features, "upsert=true")
+    assert "1000" in validation_details(refused)["features"][0]
+    answer = data_of(import_features(api, map_id, features[:1000], "upsert=true"))
+    assert (answer["created"], len(answer["locations"])) == (1000, 1000)
+    plain = import_features(api, map_id, features[:101])
+    assert "100 " in validation_details(plain)["features"][0]
+    assert data_of(import_features(api, map_id, [point_feature("x")] * 100), 201)["count"] == 100
+
+
+def test_the_openapi_document_states_each_many_item_bound(api):
+    document = api.client.get("/api/v1/openapi.json").get_json()
+    schemas = document["components"]["schemas"]
+    assert schemas["BulkInput"]["properties"]["locations"]["maxItems"] == 100
+    assert schemas["UpsertInput"]["properties"]["locations"]["maxItems"] == 1000
+    deleting = schemas["BulkDeleteInput"]["properties"]
+    assert deleting["ids"]["maxItems"] == deleting["externalIds"]["maxItems"] == 1000
+    features = schemas["ImportInput"]["properties"]["features"]
+    assert features["maxItems"] == 1000
+    assert "1 to 100 Features; with upsert=true, 1 to 1000" in features["description"]

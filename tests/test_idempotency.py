@@ -18,7 +18,7 @@ from mapapi.storage.models import ApiKey, IdempotencyRecord, Location, Map
 from mapapi.timeutil import utcnow
 
 from . import backends
-from .factories import error_code, make_map
+from .factories import ApiClient, create_key, error_code, make_map
 from .helpers import ServeProcess, data_of, mapapi_program
 
 TIMEOUT = 20
@@ -138,13 +138,102 @@ def test_keys_belong_to_the_account(app, api, other_api):
     assert count(app, Map) == 2
 
 
-def test_a_refused_request_is_kept_and_replayed(app, api):
-    bad = api.post("/maps", json={"title": ""}, headers=keyed("bad"))
-    assert bad.status_code == 400 and error_code(bad) == "VALIDATION_ERROR"
-    again = api.post("/maps", json={"title": ""}, headers=keyed("bad"))
-    assert again.status_code == 400 and again.headers["Idempotent-Replayed"] == "true"
-    assert again.get_json() == bad.get_json()
-    assert count(app, Map) == 0
+def refused_then_fixed(api, key: str, refused: dict, fixed: dict, status: int) -> dict:
+    """``refused`` (a request's keyword arguments) answers ``status``; the same
+    key then runs ``fixed``, whose answer a third request replays."""
+    first = api.post(headers=keyed(key), **refused)
+    assert first.status_code == status, first.get_json()
+    ran = api.post(headers=keyed(key), **fixed)
+    assert ran.status_code in (200, 201), ran.get_json()
+    assert "Idempotent-Replayed" not in ran.headers
+    again = api.post(headers=keyed(key), **fixed)
+    assert again.headers["Idempotent-Replayed"] == "true" and again.data == ran.data
+    return ran.get_json()["data"]
+
+
+def test_a_validation_error_of_the_body_keeps_nothing(app, api):
+    refused = {"path": "/maps", "json": {"title": ""}}
+    made = refused_then_fixed(api, "bad", refused, {"path": "/maps", "json": {"title": "A"}}, 400)
+    assert made["title"] == "A" and count(app, Map) == 1
+
+
+def test_a_wrong_content_type_keeps_nothing(app, api):
+    body = '{"title": "Atlas"}'
+    refused = {"path": "/maps", "data": body, "content_type": "text/plain"}
+    fixed = {"path": "/maps", "data": body, "content_type": "application/json"}
+    assert refused_then_fixed(api, "ct", refused, fixed, 400)["title"] == "Atlas"
+    assert count(app, Map) == 1
+
+
+def test_a_validation_error_of_the_query_keeps_nothing(app, api):
+    map_id = make_map(api)["id"]
+    collection = {
+        "type": "FeatureCollection",
+        "features": [
+            {"type": "Feature", "geometry": {"type": "Point", "coordinates": [2, 1]},
+             "properties": {"title": "Here"}},
+        ],
+    }  # fmt: skip
+    path = f"/maps/{map_id}/locations/import"
+    refused = {"path": f"{path}?nameProperty=", "json": collection}
+    fixed = {"path": f"{path}?nameProperty=title", "json": collection}
+    # The query differs, so the fixed request is another request: it runs
+    # because the refused one kept nothing. Fixed in the body alone:
+    assert refused_then_fixed(api, "q", refused, fixed, 400)["count"] == 1
+    bad_body = {"path": f"{path}?nameProperty=title", "json": {**collection, "features": []}}
+    assert refused_then_fixed(api, "q2", bad_body, fixed, 400)["count"] == 1
+    assert count(app, Location) == 2
+
+
+def test_a_body_too_large_keeps_nothing(app, api):
+    too_large = {"path": "/maps", "json": {"title": "A", "description": "x" * (2 * 1024 * 1024)}}
+    refused_then_fixed(api, "big", too_large, {"path": "/maps", "json": {"title": "A"}}, 413)
+    assert count(app, Map) == 1
+
+
+def test_a_403_keeps_nothing_for_the_accounts_other_keys(app, client, api):
+    read_only = ApiClient(client, create_key(app, "owner@example.com", scope="READ_ONLY"))
+    refused = read_only.post("/maps", json={"title": "A"}, headers=keyed("scope"))
+    assert refused.status_code == 403
+    ran = api.post("/maps", json={"title": "A"}, headers=keyed("scope"))
+    assert ran.status_code == 201 and "Idempotent-Replayed" not in ran.headers
+
+
+def test_a_conflict_the_data_gave_is_kept_and_replayed(app, api):
+    map_id = make_map(api)["id"]
+    api.post(f"/maps/{map_id}/tags", json={"name": "taken"})
+    conflict = api.post(f"/maps/{map_id}/tags", json={"name": "taken"}, headers=keyed("dup"))
+    assert conflict.status_code == 409 and error_code(conflict) == "CONFLICT"
+    api.delete(f"/maps/{map_id}/tags/{data_of(api.get(f'/maps/{map_id}/tags'))['tags'][0]['id']}")
+    again = api.post(f"/maps/{map_id}/tags", json={"name": "taken"}, headers=keyed("dup"))
+    assert again.status_code == 409 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.data == conflict.data
+
+
+def test_the_query_is_part_of_the_comparison(app, api):
+    map_id = make_map(api)["id"]
+    feature = {"type": "Feature", "geometry": {"type": "Point", "coordinates": [2, 1]},
+               "properties": {"title": "Here", "externalId": "e1"}}  # fmt: skip
+    collection = {"type": "FeatureCollection", "features": [feature]}
+    path = f"/maps/{map_id}/locations/import"
+    plain = api.post(f"{path}?nameProperty=title", json=collection, headers=keyed("imp"))
+    assert plain.status_code == 201
+    upserting = api.post(
+        f"{path}?nameProperty=title&upsert=true", json=collection, headers=keyed("imp")
+    )
+    assert upserting.status_code == 422 and error_code(upserting) == "IDEMPOTENCY_KEY_REUSED"
+    # The same parameters and values in another order are the same query.
+    first = api.post(f"{path}?upsert=true&nameProperty=title", json=collection,
+                     headers=keyed("ups"))  # fmt: skip
+    assert first.status_code == 200 and "Idempotent-Replayed" not in first.headers
+    again = api.post(f"{path}?nameProperty=title&upsert=true", json=collection,
+                     headers=keyed("ups"))  # fmt: skip
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.data == first.data
+    other_value = api.post(f"{path}?nameProperty=title&upsert=1", json=collection,
+                           headers=keyed("ups"))  # fmt: skip
+    assert other_value.status_code == 422
+    assert count(app, Location) == 1
 
 
 def test_a_kept_404_of_an_unknown_map_is_replayed(app, api):

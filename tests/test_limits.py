@@ -382,7 +382,9 @@ def test_limits_doc_states_each_other_bound(what, numbers):
         assert number in rows[0], (what, number, rows[0])
 
 
-@pytest.mark.parametrize("setting", ["RATELIMIT_GENERAL", "RATELIMIT_MAP_CREATE", "RATELIMIT_BULK"])
+@pytest.mark.parametrize(
+    "setting", ["RATELIMIT_GENERAL", "RATELIMIT_MAP_CREATE", "RATELIMIT_BULK", "RATELIMIT_SYNC"]
+)
 def test_limits_doc_states_the_rate_limit_defaults_of_the_code(setting):
     default = config.defaults("instance")[setting]
     variable = next(name for name, key in config.ENVIRONMENT.items() if key == setting)

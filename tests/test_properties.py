@@ -698,6 +698,8 @@ class BulkItemsField(Field):
     required = True
     #: What each item is, as a single write of it.
     item_fields = None  # LOCATION_FIELDS, set below (defined after this class)
+    #: How many items the body may hold.
+    most = 100
 
     def valid(self, ctx):
         return st.lists(
@@ -710,7 +712,7 @@ class BulkItemsField(Field):
         item = {"name": "x", "lat": 0, "lng": 0, "externalId": "x"}
         return st.one_of(
             st.just([]),
-            st.just([item] * 101),
+            st.just([item] * (self.most + 1)),
             st.none(),
             st.just(item),
             st.text(max_size=3),
@@ -769,9 +771,10 @@ UPSERT_ITEM_FIELDS = {**LOCATION_FIELDS, "externalId": ExternalIdField(required=
 
 
 class UpsertItemsField(BulkItemsField):
-    """The upsert envelope's ``locations``: 1..100 items with an externalId."""
+    """The upsert envelope's ``locations``: 1..1000 items with an externalId."""
 
     item_fields = UPSERT_ITEM_FIELDS
+    most = 1000
 
 
 class LayerIdsShown(Field):
@@ -820,7 +823,7 @@ UPSERT_FIELDS = {"locations": UpsertItemsField()}
 
 
 class NamesField(Field):
-    """A bulk delete's ``externalIds``: 1..100 strings, each 1..200 after trimming."""
+    """A bulk delete's ``externalIds``: 1..1000 strings, each 1..200 after trimming."""
 
     required = True
 
@@ -830,7 +833,7 @@ class NamesField(Field):
     def wrong(self, ctx):
         return st.one_of(
             st.just([]),
-            st.just(["x"] * 101),
+            st.just(["x"] * 1001),
             st.none() | st.integers() | st.booleans() | st.text(max_size=5),
             st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
             st.lists(ExternalIdField(required=True).wrong(ctx), min_size=1, max_size=1),

@@ -1,4 +1,4 @@
-"""Rate limits: the general, map-creation and bulk buckets, their headers and order."""
+"""Rate limits: the general, map-creation, bulk and sync buckets, their headers and order."""
 
 import time
 from datetime import timedelta
@@ -7,13 +7,14 @@ import pytest
 import requests
 from sqlalchemy import select
 
+from mapapi import config
 from mapapi.extensions import db
 from mapapi.storage.models import ApiKey, Map
 from mapapi.timeutil import utcnow
 
 from .factories import API, ApiClient, create_account, create_key, make_map
 
-GENERAL, MAP_CREATE, BULK = 5, 2, 2
+GENERAL, MAP_CREATE, BULK, SYNC = 5, 2, 2, 3
 TWO_MIB = 2 * 1024 * 1024
 
 
@@ -23,6 +24,7 @@ def app_config(app_config):
         RATELIMIT_GENERAL=f"{GENERAL} per minute",
         RATELIMIT_MAP_CREATE=f"{MAP_CREATE} per minute",
         RATELIMIT_BULK=f"{BULK} per minute",
+        RATELIMIT_SYNC=f"{SYNC} per minute",
     )
     return app_config
 
@@ -337,35 +339,95 @@ def test_refused_bulks_still_use_the_bulk_bucket(app, client, api, map_id, targe
     assert_limited(api.post(f"/maps/{map_id}/locations/bulk", json=bulk_body()))
 
 
-@pytest.mark.parametrize(
-    "first, second",
-    [("bulk", "upsert"), ("upsert", "bulk-delete"), ("bulk-delete", "bulk"), ("upsert", "upsert")],
-)
-def test_upsert_and_bulk_delete_share_the_bulk_bucket(api, map_id, first, second):
-    bodies = {
-        "bulk": (bulk_body(), 201),
-        "upsert": ({"locations": [{"externalId": "e", "name": "n", "lat": 1, "lng": 2}]}, 200),
-        "bulk-delete": ({"externalIds": ["e"]}, 200),
+def feature_collection(external_id: str | None = None) -> dict:
+    properties = {"name": "n"} if external_id is None else {"name": "n", "externalId": external_id}
+    feature = {
+        "type": "Feature",
+        "geometry": {"type": "Point", "coordinates": [2, 1]},
+        "properties": properties,
     }
-    for expected_remaining, kind in zip((BULK - 1, BULK - 2), (first, second), strict=True):
-        body, status = bodies[kind]
-        response = api.post(f"/maps/{map_id}/locations/{kind}", json=body)
-        assert_ok(response, status)
+    return {"type": "FeatureCollection", "features": [feature]}
+
+
+#: Each write that counts in the bulk or sync bucket: (path after the map, body, status).
+SYNC_WRITES = {
+    "upsert": ("upsert", {"locations": [{"externalId": "e", "name": "n", "lat": 1, "lng": 2}]}, 200),
+    "bulk-delete": ("bulk-delete", {"externalIds": ["e"]}, 200),
+    "import-upsert": ("import?upsert=true", feature_collection("e"), 200),
+}
+BULK_WRITES = {
+    "bulk": ("bulk", bulk_body(), 201),
+    "import": ("import", feature_collection(), 201),
+}
+
+
+def write(api, map_id, kind):
+    path, body, _status = {**SYNC_WRITES, **BULK_WRITES}[kind]
+    return api.post(f"/maps/{map_id}/locations/{path}", json=body)
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        ("upsert", "bulk-delete", "import-upsert"),
+        ("import-upsert", "upsert", "upsert"),
+        ("bulk-delete", "bulk-delete", "upsert"),
+    ],
+)
+def test_upsert_bulk_delete_and_upserting_import_share_the_sync_bucket(api, map_id, kinds):
+    for expected_remaining, kind in zip(range(SYNC - 1, -1, -1), kinds, strict=True):
+        response = write(api, map_id, kind)
+        assert_ok(response, SYNC_WRITES[kind][2])
+        assert limits(response)[:2] == (SYNC, expected_remaining)
+    for kind in SYNC_WRITES:
+        assert_limited(write(api, map_id, kind))
+    # The refused ones used nothing of the general bucket (SYNC taken of GENERAL, + this GET).
+    assert limits(api.get("/maps"))[:2] == (GENERAL, GENERAL - SYNC - 1)
+
+
+def test_the_bulk_and_the_plain_import_stay_in_the_bulk_bucket(api, map_id):
+    for expected_remaining, kind in zip((BULK - 1, BULK - 2), ("import", "bulk"), strict=True):
+        response = write(api, map_id, kind)
+        assert_ok(response, 201)
         assert limits(response)[:2] == (BULK, expected_remaining)
-    for kind, (body, _status) in bodies.items():
-        assert_limited(api.post(f"/maps/{map_id}/locations/{kind}", json=body))
-    # A refused upsert or bulk delete used nothing of the general bucket.
-    assert limits(api.get("/maps"))[:2] == (GENERAL, GENERAL - BULK - 1)
+    for kind in BULK_WRITES:
+        assert_limited(write(api, map_id, kind))
+    # The sync bucket is untouched by them; the bulk one by it.
+    response = write(api, map_id, "upsert")
+    assert_ok(response, 200)
+    # Its first in the sync bucket (SYNC - 1 left); the general has as many left.
+    assert limits(response)[1] == SYNC - 1 == GENERAL - BULK - 1
+    assert_limited(write(api, map_id, "bulk"))
 
 
-@pytest.mark.parametrize("kind", ["upsert", "bulk-delete"])
-def test_refused_upserts_and_bulk_deletes_still_use_the_bulk_bucket(api, map_id, kind):
-    response = api.post(f"/maps/{map_id}/locations/{kind}", json={})
-    assert response.status_code == 400
+def test_the_sync_bucket_allows_100_an_hour_by_default():
+    assert config.defaults("instance")["RATELIMIT_SYNC"] == "100 per hour"
+    assert config.ENVIRONMENT["MAPAPI_RATELIMIT_SYNC"] == "RATELIMIT_SYNC"
+
+
+@pytest.mark.parametrize("query", ["upsert=false", "upsert=0", "upsert=maybe", "nameProperty=name"])
+def test_an_import_that_does_not_upsert_counts_in_the_bulk_bucket(api, map_id, query):
+    response = api.post(f"/maps/{map_id}/locations/import?{query}", json=feature_collection())
+    assert response.status_code == (400 if query == "upsert=maybe" else 201), response.get_json()
     assert limits(response)[:2] == (BULK, BULK - 1)
-    response = api.post(f"/maps/unknown/locations/{kind}", json={})
+
+
+@pytest.mark.parametrize("kind", list(SYNC_WRITES))
+def test_refused_sync_writes_still_use_the_sync_bucket(api, map_id, kind):
+    path = SYNC_WRITES[kind][0]
+    response = api.post(f"/maps/{map_id}/locations/{path}", json={})
+    assert response.status_code == 400
+    assert limits(response)[:2] == (SYNC, SYNC - 1)
+    response = api.post(f"/maps/unknown/locations/{path}", json={})
     assert response.status_code == 404
-    assert_limited(api.post(f"/maps/{map_id}/locations/{kind}", json={}))
+    assert limits(response)[:2] == (SYNC, SYNC - 2)
+    too_large = api.post(
+        f"/maps/{map_id}/locations/{path}",
+        data=b"{" + b" " * TWO_MIB + b"}",
+        content_type="application/json",
+    )
+    assert too_large.status_code == 413
+    assert_limited(api.post(f"/maps/{map_id}/locations/{path}", json={}))
 
 
 def test_bulk_is_refused_by_general_before_its_own_bucket(read_only, map_id):

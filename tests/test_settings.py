@@ -68,6 +68,7 @@ BAD_SETTINGS = [
     ("MAPAPI_RATELIMIT_GENERAL", "lots per hour", ["MAPAPI_RATELIMIT_GENERAL", "1000 per hour"]),
     ("MAPAPI_RATELIMIT_MAP_CREATE", "50 per fortnight", ["MAPAPI_RATELIMIT_MAP_CREATE", "per hour"]),
     ("MAPAPI_RATELIMIT_BULK", "0 per hour", ["MAPAPI_RATELIMIT_BULK", "at least 1"]),
+    ("MAPAPI_RATELIMIT_SYNC", "100 an hour", ["MAPAPI_RATELIMIT_SYNC", "per hour"]),
     ("MAPAPI_RATELIMIT_STORAGE_URI", "memcached://127.0.0.1:11211", ["MAPAPI_RATELIMIT_STORAGE_URI", "redis://"]),
     ("MAPAPI_RATELIMIT_STORAGE_URI", "localhost:6379", ["MAPAPI_RATELIMIT_STORAGE_URI", "memory://"]),
     ("MAPAPI_CORS_ORIGINS", "https://app.example.com/", ["MAPAPI_CORS_ORIGINS", "origins"]),

@@ -200,9 +200,9 @@ def test_details_name_every_bad_item_and_nothing_is_written(app, api, map_id):
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"locations": []}, {"locations": None}, {"locations": {}}, {"locations": [1] * 101}],
+    [{}, {"locations": []}, {"locations": None}, {"locations": {}}, {"locations": [1] * 1001}],
 )
-def test_the_body_holds_1_to_100_items(api, map_id, body):
+def test_the_body_holds_1_to_1000_items(api, map_id, body):
     response = api.post(f"/maps/{map_id}/locations/upsert", json=body)
     assert set(details(response)) == {"locations"}
 
@@ -214,13 +214,13 @@ def test_an_unknown_field_beside_locations_is_refused(api, map_id):
     assert set(details(response)) == {"upsert"}
 
 
-def test_upsert_takes_100_items(api, map_id):
-    items = [row(f"r{n}") for n in range(100)]
-    assert upserted(api, map_id, items)["created"] == 100
+def test_upsert_takes_1000_items(api, map_id):
+    items = [row(f"r{n}") for n in range(1000)]
+    assert upserted(api, map_id, items)["created"] == 1000
     items[42]["name"] = "changed"
     answer = upserted(api, map_id, items)
-    assert (answer["updated"], answer["unchanged"]) == (1, 99)
-    assert [loc["externalId"] for loc in answer["locations"]] == [f"r{n}" for n in range(100)]
+    assert (answer["updated"], answer["unchanged"]) == (1, 999)
+    assert [loc["externalId"] for loc in answer["locations"]] == [f"r{n}" for n in range(1000)]
 
 
 def test_malformed_bodies_are_refused_without_details(api, map_id):

@@ -262,6 +262,7 @@ def make_app(database_url: str):
             "RATELIMIT_GENERAL": RAISED_LIMIT,
             "RATELIMIT_MAP_CREATE": RAISED_LIMIT,
             "RATELIMIT_BULK": RAISED_LIMIT,
+            "RATELIMIT_SYNC": RAISED_LIMIT,
         }
     )
 

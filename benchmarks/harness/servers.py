@@ -105,6 +105,7 @@ def server_environment(database_url: str, instance_path: Path) -> dict:
         "MAPAPI_RATELIMIT_GENERAL": RAISED_LIMIT,
         "MAPAPI_RATELIMIT_MAP_CREATE": RAISED_LIMIT,
         "MAPAPI_RATELIMIT_BULK": RAISED_LIMIT,
+        "MAPAPI_RATELIMIT_SYNC": RAISED_LIMIT,
         "MAPAPI_INSTANCE_PATH": str(instance_path),
     }
 

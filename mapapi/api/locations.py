@@ -11,6 +11,7 @@ from ..contract.geojson import (
     ImportEnvelopeSchema,
     ImportInputSchema,
     ImportQuerySchema,
+    ImportUpsertEnvelopeSchema,
     read_feature,
 )
 from ..contract.loading import compile_loader
@@ -28,6 +29,7 @@ from ..contract.schemas import (
     LocationInputSchema,
     LocationSchema,
     NewUpsertItemSchema,
+    UpsertEnvelopeSchema,
     UpsertInputSchema,
     UpsertItemSchema,
     UpsertResultSchema,
@@ -65,6 +67,8 @@ bp = Blueprint("locations", __name__)
 _load_item = compile_loader(LocationInputSchema())
 _bulk_envelope = BulkEnvelopeSchema()
 _import_envelope = ImportEnvelopeSchema()
+_import_upsert_envelope = ImportUpsertEnvelopeSchema()
+_upsert_envelope = UpsertEnvelopeSchema()
 _load_upsert_new = compile_loader(NewUpsertItemSchema())
 _load_upsert_given = compile_loader(UpsertItemSchema())
 _UPSERT_KEYS = {name: f.data_key or name for name, f in UpsertItemSchema().load_fields.items()}
@@ -134,7 +138,7 @@ def _read_items() -> tuple[dict[int, dict], dict[int, dict]]:
 @bp.post("/maps/<map_id>/locations/upsert")
 @operation(body=UpsertInputSchema, response=UpsertResultSchema)
 def upsert_locations(map_id):
-    """Create or update 1 to 100 locations by externalId: all of them or none.
+    """Create or update 1 to 1000 locations by externalId: all of them or none.
 
     An item whose externalId a location of the map has updates it as PUT
     does; any other creates a location as the bulk does. An item that
@@ -163,7 +167,7 @@ def _upserted(plan: UpsertPlan) -> dict:
 
 
 def _read_upsert_items() -> tuple[dict[int, UpsertItem], dict[int, dict]]:
-    return load_items(load_body(schema=_bulk_envelope)["locations"], _read_upsert_item)
+    return load_items(load_body(schema=_upsert_envelope)["locations"], _read_upsert_item)
 
 
 def _read_upsert_item(raw) -> UpsertItem:
@@ -190,7 +194,7 @@ def _given(loaded: dict, raw: dict) -> dict:
 @bp.post("/maps/<map_id>/locations/bulk-delete")
 @operation(body=BulkDeleteInputSchema, response=BulkDeleteResultSchema)
 def bulk_delete_locations(map_id):
-    """Delete 1 to 100 locations at once, by id or by externalId.
+    """Delete 1 to 1000 locations at once, by id or by externalId.
 
     Names that match no location of the map are skipped; the answer lists
     the ids deleted, in the order first given.
@@ -236,9 +240,9 @@ def import_geojson(map_id):
     export writes them; any other property joins the location's
     `properties`. `nameProperty` names the property read as the name. The
     details of an error name every bad Feature by its index. With
-    `upsert=true`, the Features are upserted by their `externalId` (each
-    needs one): a Feature naming a location of the map updates it as PUT
-    does, the others create; the answer is the upsert's.
+    `upsert=true`, 1 to 1000 Features are upserted by their `externalId`
+    (each needs one): a Feature naming a location of the map updates it as
+    PUT does, the others create; the answer is the upsert's.
     """
     # Read before the map's lock is taken, as the bulk create does.
     read_features = settled(_read_features)
@@ -264,8 +268,12 @@ def _read_features() -> tuple[dict[int, dict | UpsertItem], dict[int, dict]]:
     with ``upsert=true``), and the errors of the others, by index."""
     query = load_query()
     name_property = query["name_property"]
-    read = _read_upsert_feature if query["upsert"] else read_feature
-    features = load_body(schema=_import_envelope)["features"]
+    read, envelope = (
+        (_read_upsert_feature, _import_upsert_envelope)
+        if query["upsert"]
+        else (read_feature, _import_envelope)
+    )
+    features = load_body(schema=envelope)["features"]
     loaded, errors = {}, {}
     for index, feature in enumerate(features):
         item, item_errors = read(feature, name_property)

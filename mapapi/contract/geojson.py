@@ -18,7 +18,7 @@ from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, valid
 
 from .fields import IdList, Ignored, Timestamp
 from .loading import compile_loader
-from .schemas import BULK_MAX, InputSchema, LocationInputSchema, batch_of
+from .schemas import BULK_MAX, SYNC_MAX, InputSchema, LocationInputSchema, batch_of
 
 GEOJSON = "application/geo+json"
 #: The Feature properties the import reads as the location's fields, besides
@@ -150,9 +150,14 @@ class _CollectionMembers(InputSchema):
 
 
 class ImportInputSchema(_CollectionMembers):
-    """A FeatureCollection of 1 to 100 Features, each a location to create."""
+    """A FeatureCollection of 1 to 100 Features, each a location to create
+    (1 to 1000 with ``upsert=true``, each a location to create or update)."""
 
-    features = batch_of(fields.Nested(FeatureInputSchema))
+    features = batch_of(
+        fields.Nested(FeatureInputSchema),
+        maximum=SYNC_MAX,
+        metadata={"description": f"1 to {BULK_MAX} Features; with upsert=true, 1 to {SYNC_MAX}."},
+    )
 
 
 class ImportEnvelopeSchema(_CollectionMembers):
@@ -161,6 +166,16 @@ class ImportEnvelopeSchema(_CollectionMembers):
 
     features = batch_of(
         fields.Raw(allow_none=True), error=f"Must hold 1 to {BULK_MAX} Features."
+    )
+
+
+class ImportUpsertEnvelopeSchema(_CollectionMembers):
+    """``ImportEnvelopeSchema`` of an ``upsert=true`` import."""
+
+    features = batch_of(
+        fields.Raw(allow_none=True),
+        maximum=SYNC_MAX,
+        error=f"Must hold 1 to {SYNC_MAX} Features with upsert=true.",
     )
 
 
@@ -186,6 +201,12 @@ class ImportQuerySchema(Schema):
             )
         },
     )
+
+
+def asks_upsert(args) -> bool:
+    """Whether the query ``args`` asks the import to upsert, read as
+    ``ImportQuerySchema`` reads ``upsert`` (its first value)."""
+    return args.get("upsert") in fields.Boolean.truthy
 
 
 # --- reading a Feature -------------------------------------------------------------
@@ -217,6 +238,8 @@ def read_feature(
         item["lng"], item["lat"] = _coordinates(feature.get("geometry"))
     except ValidationError as error:
         errors["geometry"] = error.messages
+    # A coordinate missing or not a number is said already; its range is not.
+    ranges_checked = "geometry" not in errors
     layer_ids = None
     if LAYER_IDS in raw:
         try:
@@ -227,12 +250,15 @@ def read_feature(
         loaded = (_load_given if partial else _load_location)(item)
     except ValidationError as error:
         loaded = None
-        for key, messages in error.normalized_messages().items():
-            if key in _COORDINATE_NAMES:
-                if "geometry" not in errors:  # else a coordinate is missing, already said
-                    named = [f"{_COORDINATE_NAMES[key]}: {message}" for message in messages]
-                    errors.setdefault("geometry", []).extend(named)
-            else:
+        found = error.normalized_messages()
+        for key in ("lng", "lat"):  # both named when both are wrong, longitude first
+            if key in found and ranges_checked:
+                named = [f"{_COORDINATE_NAMES[key]}: {message}" for message in found[key]]
+                errors.setdefault("geometry", []).extend(named)
+        for key, messages in found.items():
+            if key == "name" and "name" not in item:
+                property_errors[name_property] = [_missing_name(raw, name_property)]
+            elif key not in _COORDINATE_NAMES:
                 property_errors.setdefault(name_property if key == "name" else key, messages)
     if property_errors and not isinstance(errors.get("properties"), list):
         errors["properties"] = property_errors
@@ -241,6 +267,20 @@ def read_feature(
     if layer_ids is not None or not partial:
         loaded["layer_ids"] = layer_ids or []
     return loaded, {}
+
+
+def _missing_name(raw: dict, name_property: str) -> str:
+    """What to do about a Feature without a name: the import reads it from
+    ``name_property``, which the query parameter ``nameProperty`` changes."""
+    message = f"Missing: the location's name is read from the property {name_property!r}"
+    others = [key for key in raw if key not in RESERVED_PROPERTIES and isinstance(raw[key], str)]
+    if others:
+        listed = ", ".join(repr(key) for key in others[:5])
+        return (
+            f"{message}; to read it from another property, pass its key as the query "
+            f"parameter nameProperty (this Feature has {listed})."
+        )
+    return f"{message} (or the one the query parameter nameProperty names)."
 
 
 def _location_input(raw: dict, name_property: str) -> tuple[dict, dict]:
@@ -275,8 +315,15 @@ def _coordinates(geometry) -> tuple:
         raise ValidationError(
             "Coordinates must be [longitude, latitude], or with an altitude third."
         )
-    if not all(_is_finite_number(value) for value in coordinates):
-        raise ValidationError("Coordinates must be finite JSON numbers.")
+    wrong = [
+        f"{name}: must be a finite JSON number."
+        for name, value in zip(_COORDINATE_NAMES.values(), coordinates, strict=False)
+        if not _is_finite_number(value)
+    ]
+    if len(coordinates) == 3 and not _is_finite_number(coordinates[2]):
+        wrong.append("Altitude (coordinates[2]): must be a finite JSON number.")
+    if wrong:
+        raise ValidationError(wrong)
     return coordinates[0], coordinates[1]
 
 

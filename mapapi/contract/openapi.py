@@ -98,7 +98,7 @@ unknown, revoked or expired key is a 401.
 by index). The checks run in this order and the first that fails answers:
 the general rate limit (429), the key (401), plan then scope (403), the
 route (404 `NOT_FOUND` for an unknown path, 405 `METHOD_NOT_ALLOWED` with
-`Allow` for a wrong method), the map-creation or bulk bucket (429), then
+`Allow` for a wrong method), the map-creation, bulk or sync bucket (429), then
 body size (413), the ids in the path (404, also for another account's
 resources), validation (400) and conflicts (409).
 Unknown body fields are refused; the read-only fields a GET returns are
@@ -106,7 +106,8 @@ accepted and ignored, so GET-modify-PUT works. PUT is a partial update:
 fields left out keep their value.
 
 **Rate limits.** Per account, over any rolling window: 1000 requests an
-hour in general, of which 50 map creations and 20 bulk creations (the
+hour in general, of which 50 map creations, 20 bulk creations or plain
+imports, and 100 upserts, bulk deletes or `import?upsert=true` (the
 operator may change them). Every answer carries `X-RateLimit-Limit`,
 `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds); a 429
 carries `Retry-After` (seconds). Requests without a valid key count
@@ -376,7 +377,7 @@ CONDITIONAL_PARAMETERS = {
     "IdempotencyKey": {
         "name": "Idempotency-Key",
         "description": (
-            "Makes a retry of this POST safe: the same key, path and body within the "
+            "Makes a retry of this POST safe: the same key, path, query and body within the "
             "configured hours answers the first outcome again (`Idempotent-Replayed: true`)."
         ),
         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},

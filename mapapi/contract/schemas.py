@@ -35,7 +35,10 @@ from .fields import (
 MAP_STYLES = ("streets", "outdoors", "light", "dark", "satellite", "satellite-streets")
 SCOPES = ("READ_ONLY", "READ_WRITE")
 DEFAULT_LAYER_COLOR = "#3B82F6"
+#: Items of a bulk create and of a plain import.
 BULK_MAX = 100
+#: Items of the bodies that keep a map in step: upsert, bulk delete, import?upsert=true.
+SYNC_MAX = 1000
 EXTERNAL_ID_MAX = 200
 
 
@@ -44,12 +47,18 @@ def _length(maximum: int, minimum: int = 0):
 
 
 def batch_of(
-    item: fields.Field, *, required: bool = True, error: str | None = None, **kwargs
+    item: fields.Field,
+    *,
+    maximum: int = BULK_MAX,
+    required: bool = True,
+    error: str | None = None,
+    **kwargs,
 ) -> fields.List:
-    """A list of 1 to ``BULK_MAX`` ``item``s, the many-item bodies' one rule
-    (bulk, upsert, import, bulk delete); ``error`` replaces marshmallow's
-    message, ``kwargs`` go to the List (a ``data_key``)."""
-    length = validate.Length(min=1, max=BULK_MAX, error=error)
+    """A list of 1 to ``maximum`` ``item``s, the many-item bodies' one rule:
+    ``BULK_MAX`` for the bulk and the import, ``SYNC_MAX`` for upsert and bulk
+    delete; ``error`` replaces marshmallow's message, ``kwargs`` go to the
+    List (a ``data_key``)."""
+    length = validate.Length(min=1, max=maximum, error=error)
     return fields.List(item, required=required, validate=length, **kwargs)
 
 
@@ -165,17 +174,27 @@ class NewUpsertItemSchema(UpsertItemSchema):
 
 
 class UpsertInputSchema(InputSchema):
-    """An upsert: 1 to 100 locations matched by their ``externalId``."""
+    """An upsert: 1 to 1000 locations matched by their ``externalId``."""
 
-    locations = batch_of(fields.Nested(UpsertItemSchema))
+    locations = batch_of(fields.Nested(UpsertItemSchema), maximum=SYNC_MAX)
+
+
+class UpsertEnvelopeSchema(UpsertInputSchema):
+    """The upsert body without its items, which the view reads one by one
+    (as ``BulkEnvelopeSchema``)."""
+
+    locations = batch_of(fields.Raw(allow_none=True), maximum=SYNC_MAX)
 
 
 class BulkDeleteInputSchema(InputSchema):
-    """``ids`` or ``externalIds``, exactly one of the two, 1 to 100 names."""
+    """``ids`` or ``externalIds``, exactly one of the two, 1 to 1000 names."""
 
-    ids = batch_of(fields.String(validate=check_text), required=False)
+    ids = batch_of(fields.String(validate=check_text), maximum=SYNC_MAX, required=False)
     external_ids = batch_of(
-        Text(validate=_length(EXTERNAL_ID_MAX, 1)), required=False, data_key="externalIds"
+        Text(validate=_length(EXTERNAL_ID_MAX, 1)),
+        maximum=SYNC_MAX,
+        required=False,
+        data_key="externalIds",
     )
 
     @post_load

@@ -9,6 +9,12 @@ kept answer are committed together, or neither is. A later request with
 the key finds the answer and gets it again, or finds the request still
 running (409), or finds the key used for another request (422).
 
+Only the outcomes of requests that ran are kept: their 2xx answers and the
+404 or 409 their data gave. A request refused before it ran (a 400 of its
+body, query or headers, a 413, the 429 of its own bucket) and a 5xx free
+the key, so that the client can fix the request and send it again with
+the same key.
+
 A process that dies while running a request leaves its row reserved with
 no answer, and none of its work. After ``IDEMPOTENCY_LEASE_SECONDS`` such a
 row is taken over by the next request with the key, which runs afresh. The
@@ -42,6 +48,9 @@ _VALID_KEY = re.compile(r"[!-~]{1,255}")
 #: Fields of a created resource that hold a secret shown once (a key's
 #: ``key``, a webhook's ``secret``): they are never stored, so a replay lacks them.
 SECRET_FIELDS = ("key", "secret")
+#: The refusals kept beside the 2xx answers: NOT_FOUND and CONFLICT, which
+#: the data gave (a request reserving a key has passed routing).
+KEPT_REFUSALS = (404, 409)
 #: How often, at most, one process deletes the rows past their time.
 SWEEP_INTERVAL_SECONDS = 60
 
@@ -148,8 +157,10 @@ def check_key_format(current) -> None:
 def finish(response):
     """Keep the answer of the request holding a key, with its work; or free the key.
 
-    Kept: the 2xx and 4xx answers (all passed checks 1-6, the 429 of check 6
-    excepted). A 5xx or 429 frees the key for a retry, and no work is kept.
+    Kept: the 2xx answers, and the 404 and 409 of a request that ran (it
+    passed checks 1-6, so its 404 is an id of the path the data does not
+    have, its 409 a conflict in the data). Any other answer, a refusal or a
+    failure, frees the key for a retry, and no work is kept.
     """
     reservation = g.pop("idempotency", None)
     if reservation is None:
@@ -158,7 +169,7 @@ def finish(response):
     session.info.pop("commit_held", None)
     status = response.status_code
     try:
-        if status < 500 and status != 429:
+        if 200 <= status < 300 or status in KEPT_REFUSALS:
             if status >= 300:
                 session.rollback()  # a refused request changes nothing
             if not _complete(reservation, status, _kept_body(response)):
@@ -186,11 +197,13 @@ def _applies() -> bool:
 
 
 def _fingerprint() -> str:
-    """SHA-256 of the method, the path and the body's JSON value.
+    """SHA-256 of the method, the path, the query and the body's JSON value.
 
     Two bodies that parse to the same value (keys in another order, other
     spacing or escapes) are the same request; a body that is no JSON is
-    compared byte for byte.
+    compared byte for byte. Two queries with the same parameters and values
+    in another order are the same query; a request without one is
+    fingerprinted as before queries counted, so a key kept then still matches.
     """
     try:
         if (request.content_length or 0) > current_app.config["MAX_CONTENT_LENGTH"]:
@@ -209,6 +222,9 @@ def _fingerprint() -> str:
             body = b"raw " + raw
     digest = hashlib.sha256(f"{request.method} {request.path}\n".encode())
     digest.update(body)
+    if request.args:
+        pairs = sorted(request.args.items(multi=True))
+        digest.update(b"\nquery " + json.dumps(pairs, separators=(",", ":")).encode())
     return digest.hexdigest()
 
 

@@ -1,10 +1,10 @@
-"""The contract's three rate-limit buckets, per account, on a moving window.
+"""The contract's four rate-limit buckets, per account, on a moving window.
 
 Flask-Limiter provides the configured storage (memory or Redis) and the
 moving-window strategy; the buckets are checked here rather than by its
 decorators because the contract needs an order they cannot express: the
-general bucket before authentication, the map-creation and bulk buckets
-after it, and a request refused by those uses up nothing — so the general
+general bucket before authentication, the map-creation, bulk and sync
+buckets after it, and a request refused by those uses up nothing — so the general
 bucket is only tested first, and consumed once the route's bucket took the
 request.
 """
@@ -21,6 +21,7 @@ from limits.errors import StorageError
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 
+from ..contract.geojson import asks_upsert
 from ..extensions import limiter
 from .auth import is_api_request
 from .errors import APIError
@@ -33,15 +34,19 @@ BUCKET_SETTINGS = {
     "general": "RATELIMIT_GENERAL",
     "map-create": "RATELIMIT_MAP_CREATE",
     "bulk": "RATELIMIT_BULK",
+    "sync": "RATELIMIT_SYNC",
 }
 #: The endpoints that also count against a bucket of their own.
 ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
     "locations.bulk_create_locations": "bulk",
     "locations.import_geojson": "bulk",
-    "locations.upsert_locations": "bulk",
-    "locations.bulk_delete_locations": "bulk",
+    "locations.upsert_locations": "sync",
+    "locations.bulk_delete_locations": "sync",
 }
+#: Endpoints whose query can make them an upsert, which counts in the sync
+#: bucket (``.../import?upsert=true``); read as the view reads its query.
+UPSERT_QUERIES = {"locations.import_geojson": asks_upsert}
 
 
 class BucketState(NamedTuple):
@@ -176,7 +181,7 @@ def check_general_limit() -> None:
 
 
 def check_route_limit(*, answered: bool = False) -> None:
-    """Check 6: the map-creation or bulk bucket, then the general count left pending.
+    """Check 6: the map-creation, bulk or sync bucket, then the general count left pending.
 
     ``answered``: check 5 already answers the request (an Idempotency-Key
     seen before), which counts against the general bucket only.
@@ -201,6 +206,9 @@ def _route_bucket() -> str | None:
     """The bucket of the request's route besides the general one, if any."""
     if g.get("auth_error") is not None or not is_api_request():
         return None
+    upsert = UPSERT_QUERIES.get(request.endpoint)
+    if upsert is not None and upsert(request.args):
+        return "sync"
     return ROUTE_BUCKETS.get(request.endpoint)
 
 
