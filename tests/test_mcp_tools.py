@@ -215,7 +215,7 @@ MISTAKES = [
         {"type": "Feature", "geometry": {"type": "Point", "coordinates": ["-9.14", "38.71"]},
          "properties": {"name": "Fábrica"}}]},
      ["features[0].geometry.coordinates[0]: a number, not a string"]),
-    ("import_geojson", {"mapId": M, "features": []}, ["type: required", "features: 1 to 100 items, not 0"]),
+    ("import_geojson", {"mapId": M, "features": []}, ["type: required", "features: 1 to 1000 items, not 0"]),
     ("export_geojson", {"mapId": M, "limit": 500, "cursor": "next"},
      ["limit: 1 to 200, not 500", "cursor: must match ^[0-9]+$"]),
     ("list_events", {"limit": 0}, ["limit: 1 to 100, not 0"]),
