@@ -92,6 +92,7 @@ def main() -> int:
             for scenario in pair:  # warm up: the bridge is made at the first /mcp request
                 run_wrk(wrk, options, scenario, server, files[scenario.key], 2, processes)
             rates = {scenario.key: [] for scenario in pair}
+            cpu = {scenario.key: [] for scenario in pair}
             for turn in range(options.turns):
                 for scenario in pair if turn % 2 == 0 else reversed(pair):
                     measured = run_wrk(
@@ -100,12 +101,16 @@ def main() -> int:
                     if measured.unexpected:
                         raise SystemExit(f"{scenario.label}: unexpected answers {measured.unexpected}")
                     rates[scenario.key].append(measured.rps)
+                    cpu[scenario.key].append(measured.cpu_ms_per_request)
         finally:
             processes.stop_all()
     ratios = [mcp / http for http, mcp in zip(rates["http"], rates["mcp"], strict=True)]
     for scenario in pair:
         turns = ", ".join(f"{rate:.0f}" for rate in rates[scenario.key])
-        print(f"{scenario.label:32} median {statistics.median(rates[scenario.key]):7.0f} req/s  ({turns})")
+        print(
+            f"{scenario.label:32} median {statistics.median(rates[scenario.key]):7.0f} req/s, "
+            f"{statistics.median(cpu[scenario.key]):.2f} ms of server CPU a request  ({turns})"
+        )
     ratio = statistics.median(ratios)
     print(f"tools/call over /mcp / the same request over HTTP: median of turn ratios {ratio:.2f}")
     print(f"target at least {TARGET}: {'met' if ratio >= TARGET else 'MISSED'}")

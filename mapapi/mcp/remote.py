@@ -71,7 +71,7 @@ def serve_mcp():
         read_only=read_only,
     )
     return bridge(current_app._get_current_object()).respond(
-        request.environ, request.get_data(), caller
+        request.environ, request.headers, request.get_data(), caller
     )
 
 
