@@ -18,6 +18,7 @@ cost.
 
 import asyncio
 import contextvars
+import io
 import logging
 import threading
 import uuid
@@ -30,7 +31,7 @@ import orjson
 from flask import Flask
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from werkzeug.test import EnvironBuilder
+from werkzeug.datastructures import Headers
 from werkzeug.wrappers import Response
 
 from ..contract.docs_page import api_document
@@ -126,7 +127,7 @@ async def _by_transport(
         "query_string": environ.get("QUERY_STRING", "").encode("latin-1"),
         "headers": _headers(environ),
         "server": (environ["SERVER_NAME"], int(environ["SERVER_PORT"])),
-        "client": (caller.remote_addr, 0),
+        "client": (caller.environ.get("REMOTE_ADDR", ""), 0),
     }
     delivered = False
     answered = Response(status=500)
@@ -174,19 +175,29 @@ class InProcess:
         self.base_url = caller.base_url
 
     async def request(self, call: Request) -> Answer:
-        headers = {"Authorization": self.caller.authorization, "X-Request-Id": self.caller.request_id}
+        environ = {
+            **self.caller.environ,
+            "REQUEST_METHOD": call.method.upper(),
+            "SCRIPT_NAME": "",
+            "PATH_INFO": call.path,
+            "QUERY_STRING": urlencode(call.query),
+            "HTTP_X_REQUEST_ID": self.caller.request_id,
+        }
+        if self.caller.authorization is not None:
+            environ["HTTP_AUTHORIZATION"] = self.caller.authorization
         if call.method == "post":
-            headers["Idempotency-Key"] = str(uuid.uuid4())
-        environ = EnvironBuilder(
-            path=call.path,
-            base_url=self.caller.base_url,
-            method=call.method.upper(),
-            query_string=urlencode(call.query),
-            headers=headers,
-            data=None if call.body is None else orjson.dumps(call.body),
-            content_type=call.content_type if call.body is not None else None,
-            environ_base={"REMOTE_ADDR": self.caller.remote_addr},
-        ).get_environ()
-        response = Response.from_app(self.app, environ, buffered=True)
-        body = response.get_data()
-        return Answer(response.status_code, response.headers, orjson.loads(body) if body else None)
+            environ["HTTP_IDEMPOTENCY_KEY"] = str(uuid.uuid4())
+        body = b"" if call.body is None else orjson.dumps(call.body)
+        if call.body is not None:
+            environ["CONTENT_TYPE"] = call.content_type
+            environ["CONTENT_LENGTH"] = str(len(body))
+        environ["wsgi.input"] = io.BytesIO(body)
+        started = []
+        answer = self.app(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
+        try:
+            data = b"".join(answer)
+        finally:
+            if hasattr(answer, "close"):
+                answer.close()
+        status, headers = int(started[0][0][:3]), started[0][1]
+        return Answer(status, Headers(headers), orjson.loads(data) if data else None)

@@ -39,15 +39,24 @@ FOREIGN_ORIGIN = {
 bp = Blueprint("mcp", __name__)
 
 
+#: What a tool call's API request keeps of the ``/mcp`` request's WSGI
+#: environ: where the request came in, and from whom.
+KEPT_ENVIRON = (
+    "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "HTTP_HOST", "REMOTE_ADDR", "wsgi.version",
+    "wsgi.url_scheme", "wsgi.errors", "wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Caller:
     """What a tool call's API request needs of the ``/mcp`` request that carried it."""
 
-    authorization: str
-    remote_addr: str
+    authorization: str | None
     request_id: str
     base_url: str
     read_only: bool
+    #: The WSGI environ's entries in ``KEPT_ENVIRON``.
+    environ: dict
 
 
 @bp.post(MCP_PATH)
@@ -65,10 +74,10 @@ def serve_mcp():
         raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
     caller = Caller(
         authorization=request.headers["Authorization"],
-        remote_addr=request.remote_addr or "",
         request_id=g.request_id,
         base_url=request.host_url,
         read_only=read_only,
+        environ={name: request.environ[name] for name in KEPT_ENVIRON if name in request.environ},
     )
     return bridge(current_app._get_current_object()).respond(
         request.environ, request.headers, request.get_data(), caller
