@@ -36,7 +36,7 @@ from werkzeug.wrappers import Response
 
 from ..contract.docs_page import api_document
 from .arguments import Request
-from .exchange import answer, request_in
+from .exchange import Exchange, answer, request_in
 from .remote import Caller
 from .server import Answer, ToolBox, build_server, listing
 from .tools import build_tools
@@ -68,10 +68,14 @@ class Bridge:
         self.listings = {flag: listing(self.tools, flag) for flag in (False, True)}
         self._threads = threading.local()
 
-    def respond(self, environ: dict, headers, body: bytes, caller: Caller) -> Response:
-        """The answer to one ``POST /mcp``: of the SDK's kernel for a request
-        it takes (``exchange.request_in``), else of its transport."""
-        exchange = request_in(headers, body)
+    @staticmethod
+    def exchange(headers, body: bytes) -> Exchange | None:
+        """The JSON-RPC request of a POST that the SDK's kernel answers (``exchange.request_in``)."""
+        return request_in(headers, body)
+
+    def respond(self, exchange: Exchange | None, environ: dict, body: bytes, caller: Caller) -> Response:
+        """The answer to one ``POST /mcp``: of the SDK's kernel for ``exchange``,
+        of its transport when there is none."""
         state = self._thread_state()
         token = CALLER.set(caller)
         try:
@@ -200,4 +204,7 @@ class InProcess:
             if hasattr(answer, "close"):
                 answer.close()
         status, headers = int(started[0][0][:3]), started[0][1]
-        return Answer(status, Headers(headers), orjson.loads(data) if data else None)
+        body = orjson.loads(data) if data else None
+        if self.caller.key_check is not None:
+            self.caller.key_check.learn(status, body, lambda: Response(data, status, headers))
+        return Answer(status, Headers(headers), body)
