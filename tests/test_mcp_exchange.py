@@ -61,7 +61,6 @@ def both_ways(app, key, sent: dict, headers=None, read_only=False):
     caller = Caller(
         authorization=f"Bearer {key}",
         request_id="test",
-        base_url="http://localhost/",
         read_only=read_only,
         environ={name: environ[name] for name in KEPT_ENVIRON if name in environ},
     )

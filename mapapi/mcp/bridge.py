@@ -176,7 +176,10 @@ class InProcess:
     def __init__(self, app: Flask, caller: Caller):
         self.app = app
         self.caller = caller
-        self.base_url = caller.base_url
+
+    @property
+    def base_url(self) -> str:
+        return self.caller.base_url
 
     async def request(self, call: Request) -> Answer:
         environ = {

@@ -24,9 +24,11 @@ account without a plan), once:
 
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 
 from flask import Blueprint, Flask, current_app, g, jsonify, request
 from werkzeug.wrappers import Response
+from werkzeug.wsgi import get_current_url
 
 from ..http import auth, cors, ratelimit
 from ..http.errors import validation_error
@@ -89,41 +91,46 @@ class Caller:
 
     authorization: str | None
     request_id: str
-    base_url: str
     read_only: bool
     #: The WSGI environ's entries in ``KEPT_ENVIRON``.
     environ: dict
     #: The key check of a tool call, when the view left it to the API (None: done).
     key_check: KeyCheck | None = None
 
+    @cached_property
+    def base_url(self) -> str:
+        """The service's address as the caller reached it (for the export's notes)."""
+        return get_current_url(self.environ, host_only=True)
+
 
 @bp.post(MCP_PATH)
 def serve_mcp():
     """The MCP Streamable HTTP transport: one JSON-RPC message in, its answer out."""
-    if "Origin" in request.headers and cors.allowed_origin() is None:
+    current = request._get_current_object()  # one context lookup for the uses below
+    if "Origin" in current.headers and cors.allowed_origin() is None:
         return jsonify(FOREIGN_ORIGIN), 403
     served = bridge(current_app._get_current_object())
-    body = request.get_data()
-    exchange = served.exchange(request.headers, body)
+    body = current.get_data()
+    exchange = served.exchange(current.headers, body)
     # A tool call's API request checks the key as the API checks any
     # request's: the view checks it only when that request did not.
     key_check = KeyCheck() if exchange is not None and exchange.method == "tools/call" else None
     if key_check is None:
         require_key()
-    read_only = READ_ONLY_VALUES.get(request.args.get("readOnly", "false"))
+    read_only = READ_ONLY_VALUES.get(current.args.get("readOnly", "false"))
     if read_only is None:
         if key_check is not None:
             require_key()
         raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
+    environ = current.environ
     caller = Caller(
-        authorization=request.headers.get("Authorization"),
+        authorization=current.headers.get("Authorization"),
         request_id=g.request_id,
-        base_url=request.host_url,
         read_only=read_only,
-        environ={name: request.environ[name] for name in KEPT_ENVIRON if name in request.environ},
+        environ={name: environ[name] for name in KEPT_ENVIRON if name in environ},
         key_check=key_check,
     )
-    answer = served.respond(exchange, request.environ, body, caller)
+    answer = served.respond(exchange, environ, body, caller)
     if key_check is not None:
         if key_check.refusal is not None:
             return key_check.refusal
