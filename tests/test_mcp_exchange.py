@@ -7,6 +7,7 @@ exchange), and the two answers must be the same bytes.
 """
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -208,3 +209,20 @@ def test_a_bad_keys_429_is_the_answer_a_good_keys_is_a_tool_error(two_an_hour, a
     answer = post(client, call("get_map", mapId=map_id), key)
     assert answer.status_code == 200
     assert answer.get_json()["result"]["content"][0]["text"].startswith("RATE_LIMIT_EXCEEDED (429)")
+
+
+def test_a_tool_calls_api_request_is_a_request_of_its_own(client, key, account, map_id, caplog):
+    """It runs in an app context of its own, as a request from outside: its
+    buckets' headers stay in its own answer, and the access log has a line
+    for each request under the one request id."""
+    caplog.set_level(logging.INFO, logger="mapapi.access")
+    answer = post(client, call("get_map", mapId=map_id), key)
+    assert answer.status_code == 200 and not answer.get_json()["result"]["isError"]
+    assert "X-RateLimit-Remaining" not in answer.headers
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mapapi.access"]
+    api, mcp = lines[-2:]
+    assert (api["method"], api["path"], api["status"]) == ("GET", f"/api/v1/maps/{map_id}", 200)
+    assert (mcp["method"], mcp["path"], mcp["status"]) == ("POST", "/mcp", 200)
+    assert api["request_id"] == mcp["request_id"] == answer.headers["X-Request-Id"]
+    assert api["account_id"] == account
+    assert mcp["duration_ms"] >= api["duration_ms"]

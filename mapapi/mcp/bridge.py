@@ -171,7 +171,8 @@ def _headers(environ: dict) -> list[tuple[bytes, bytes]]:
 
 class InProcess:
     """The app itself as the service: each request runs through the whole
-    WSGI app (every hook, check and bucket), in the thread of the call."""
+    WSGI app (every hook, check and bucket), in the thread of the call, as a
+    request from outside would."""
 
     def __init__(self, app: Flask, caller: Caller):
         self.app = app
@@ -199,15 +200,24 @@ class InProcess:
             environ["CONTENT_TYPE"] = call.content_type
             environ["CONTENT_LENGTH"] = str(len(body))
         environ["wsgi.input"] = io.BytesIO(body)
-        started = []
-        answer = self.app(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
-        try:
-            data = b"".join(answer)
-        finally:
-            if hasattr(answer, "close"):
-                answer.close()
-        status, headers = int(started[0][0][:3]), started[0][1]
+        # In a context of its own, as a request from outside: in the /mcp
+        # request's, Flask would give it that request's app context (its `g`,
+        # its database session) instead of one of its own.
+        status, headers, data = contextvars.Context().run(_run_wsgi, self.app, environ)
         body = orjson.loads(data) if data else None
         if self.caller.key_check is not None:
             self.caller.key_check.learn(status, body, lambda: Response(data, status, headers))
         return Answer(status, Headers(headers), body)
+
+
+def _run_wsgi(app: Flask, environ: dict) -> tuple[int, list, bytes]:
+    """The status, headers and body with which ``app`` answers ``environ``."""
+    started = []
+    answer = app(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
+    try:
+        data = b"".join(answer)
+    finally:
+        if hasattr(answer, "close"):
+            answer.close()
+    status, headers = started[0]
+    return int(status[:3]), headers, data
