@@ -136,6 +136,25 @@ def test_anything_else_is_left_to_the_sdks_transport(app, client, key, headers, 
     assert answer.status_code == status, answer.data[:300]
 
 
+def test_a_2026_request_is_served_by_the_sdks_transport(client, key, map_id):
+    """The protocol without a handshake: each request carries its version,
+    the transport serves it on the SDK's own path, and the tools work there."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    }
+    sent = message("tools/call", {"name": "get_map", "arguments": {"mapId": map_id}, "_meta": meta})
+    headers = {**MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+               "Mcp-Name": "get_map", "Authorization": f"Bearer {key}"}  # fmt: skip
+    assert bridge(client.application).exchange(headers, json.dumps(sent).encode()) is None
+    answer = client.post("/mcp", data=json.dumps(sent), headers=headers)
+    assert answer.status_code == 200, answer.data[:300]
+    assert answer.get_json()["result"]["structuredContent"]["id"] == map_id
+    headers["Authorization"] = f"Bearer {BAD_KEY}"
+    assert_refused(client.post("/mcp", data=json.dumps(sent), headers=headers), 401, "INVALID_API_KEY")
+
+
 def post(client, sent: dict, key=None, path="/mcp"):
     headers = dict(MCP_HEADERS)
     if key is not None:

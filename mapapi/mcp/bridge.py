@@ -52,6 +52,8 @@ CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("mapapi.mcp.call
 
 @dataclass(frozen=True)
 class _ThreadState:
+    """What a waitress thread keeps to serve ``/mcp``."""
+
     loop: asyncio.AbstractEventLoop
     server: Server
     #: What the server's lifespan gave, for the kernel (as the transport passes it).
@@ -111,6 +113,8 @@ class Bridge:
 
 
 async def _run(server: Server, manager: StreamableHTTPSessionManager, started: asyncio.Future) -> None:
+    # The manager enters the server's lifespan for its transport, this one
+    # for the kernel: the SDK's default lifespan, which does nothing.
     async with server.lifespan(server) as lifespan_state, manager.run():
         started.set_result(lifespan_state)
         await asyncio.Event().wait()
