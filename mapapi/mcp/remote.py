@@ -1,23 +1,34 @@
 """``POST /mcp``: the MCP server on the service's own port, for agents elsewhere.
 
-The protocol is the MCP SDK's (``bridge``): its low-level ``Server``
-behind its Streamable HTTP session manager, stateless and answering JSON.
+The protocol is the MCP SDK's (``bridge``): its low-level server, on its
+kernel for a JSON-RPC request and behind its Streamable HTTP transport
+(stateless, answering JSON) for anything else.
 
 Before the SDK sees a request, an ``Origin`` that is not an allowed CORS
-origin is refused (403 and a JSON-RPC error, against DNS rebinding); then
-the view answers as the API does: the key is checked (the general bucket first for a key
-that is refused, then 401 with ``WWW-Authenticate``, or 403 for an account
-without a plan). A valid key's own protocol messages (``initialize``,
-``tools/list``) count against no bucket: each tool call is dispatched to
-the app in-process as the API request it makes, with the caller's
-``Authorization``, so it passes every check of the API, scopes, buckets
-and idempotency included, and is counted there.
+origin is refused (403 and a JSON-RPC error, against DNS rebinding). Then
+the key is checked as the API checks it (the general bucket first for a
+key that is refused, then 401 with ``WWW-Authenticate``, or 403 for an
+account without a plan), once:
+
+- a tool call is dispatched to the app in-process as the API request it
+  makes, with the caller's ``Authorization``, so it passes every check of
+  the API, the key's, scopes, buckets and idempotency included, and is
+  counted there. When the API refuses the key, its answer is the answer
+  to ``/mcp``; when the call made no API request (its arguments did not
+  fit, say), or one that did not get as far as the key (a 429, a 5xx), the
+  view checks the key itself before answering;
+- any other message is answered only after the view has checked the key.
+  A valid key's own protocol messages (``initialize``, ``tools/list``)
+  count against no bucket.
 """
 
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 
 from flask import Blueprint, Flask, current_app, g, jsonify, request
+from werkzeug.wrappers import Response
+from werkzeug.wsgi import get_current_url
 
 from ..http import auth, cors, ratelimit
 from ..http.errors import validation_error
@@ -39,40 +50,102 @@ FOREIGN_ORIGIN = {
 bp = Blueprint("mcp", __name__)
 
 
+#: What a tool call's API request keeps of the ``/mcp`` request's WSGI
+#: environ: where the request came in, and from whom.
+KEPT_ENVIRON = (
+    "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "HTTP_HOST", "REMOTE_ADDR", "wsgi.version",
+    "wsgi.url_scheme", "wsgi.errors", "wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once",
+)  # fmt: skip
+
+
+@dataclass
+class KeyCheck:
+    """A tool call's key check, left to the API requests the call makes."""
+
+    #: The API's answer refusing the key (a 401, or a 403 for an account
+    #: without a plan): the answer to ``/mcp`` too.
+    refusal: Response | None = None
+    #: Whether an API request got past the key's checks.
+    passed: bool = False
+
+    def learn(self, status: int, body, answer) -> None:
+        """What the API's answer (``status``, its JSON ``body``) says of the
+        key; ``answer()`` gives that answer whole."""
+        if self.passed or self.refusal is not None:
+            return
+        if status == 401 or (status == 403 and _error_code(body) != "INSUFFICIENT_SCOPE"):
+            self.refusal = answer()
+        # A 429 or a 5xx may come before the key's check: it tells nothing.
+        elif status != 429 and status < 500:
+            self.passed = True
+
+
+def _error_code(body) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    return error.get("code") if isinstance(error, dict) else None
+
+
 @dataclass(frozen=True)
 class Caller:
     """What a tool call's API request needs of the ``/mcp`` request that carried it."""
 
-    authorization: str
-    remote_addr: str
+    authorization: str | None
     request_id: str
-    base_url: str
     read_only: bool
+    #: The WSGI environ's entries in ``KEPT_ENVIRON``.
+    environ: dict
+    #: The key check of a tool call, when the view left it to the API (None: done).
+    key_check: KeyCheck | None = None
+
+    @cached_property
+    def base_url(self) -> str:
+        """The service's address as the caller reached it (for the export's notes)."""
+        return get_current_url(self.environ, host_only=True)
 
 
 @bp.post(MCP_PATH)
 def serve_mcp():
     """The MCP Streamable HTTP transport: one JSON-RPC message in, its answer out."""
-    if "Origin" in request.headers and cors.allowed_origin() is None:
+    current = request._get_current_object()  # one context lookup for the uses below
+    if "Origin" in current.headers and cors.allowed_origin() is None:
         return jsonify(FOREIGN_ORIGIN), 403
+    served = bridge(current_app._get_current_object())
+    body = current.get_data()
+    exchange = served.exchange(current.headers, body)
+    # A tool call's API request checks the key as the API checks any
+    # request's: the view checks it only when that request did not.
+    key_check = KeyCheck() if exchange is not None and exchange.method == "tools/call" else None
+    if key_check is None:
+        require_key()
+    read_only = READ_ONLY_VALUES.get(current.args.get("readOnly", "false"))
+    if read_only is None:
+        if key_check is not None:
+            require_key()
+        raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
+    environ = current.environ
+    caller = Caller(
+        authorization=current.headers.get("Authorization"),
+        request_id=g.request_id,
+        read_only=read_only,
+        environ={name: environ[name] for name in KEPT_ENVIRON if name in environ},
+        key_check=key_check,
+    )
+    answer = served.respond(exchange, environ, body, caller)
+    if key_check is not None:
+        if key_check.refusal is not None:
+            return key_check.refusal
+        if not key_check.passed:
+            require_key()
+    return answer
+
+
+def require_key() -> None:
+    """The API's checks of the key (1 to 3), for this request: raises their refusal."""
     auth.check_key(request._get_current_object(), writes=False)
     refusal = auth.refusal()
     if refusal is not None:
         ratelimit.count_in_general_bucket()
         raise refusal
-    read_only = READ_ONLY_VALUES.get(request.args.get("readOnly", "false"))
-    if read_only is None:
-        raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
-    caller = Caller(
-        authorization=request.headers["Authorization"],
-        remote_addr=request.remote_addr or "",
-        request_id=g.request_id,
-        base_url=request.host_url,
-        read_only=read_only,
-    )
-    return bridge(current_app._get_current_object()).respond(
-        request.environ, request.get_data(), caller
-    )
 
 
 _BRIDGE_LOCK = threading.Lock()
