@@ -1,6 +1,7 @@
 """Webhook delivery: a real receiver on 127.0.0.1, the worker loop, the
 sender's bounds and the address guard at every attempt."""
 
+import asyncio
 import json
 import logging
 import shutil
@@ -14,8 +15,14 @@ import pytest
 from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook as Verifier
 
-from mapapi.delivery.addresses import AddressRefused, Destination, destination, parse_url
-from mapapi.delivery.sender import MAX_ANSWER_BYTES, post
+from mapapi.delivery import sender
+from mapapi.delivery.addresses import (
+    AddressRefused,
+    Destination,
+    destination,
+    parse_url,
+)
+from mapapi.delivery.sender import MAX_ANSWER_BYTES
 from mapapi.delivery.worker import DeliveryWorker
 from mapapi.extensions import db
 from mapapi.services.events import data_text, event_body, read_after, record_one
@@ -279,7 +286,12 @@ def test_events_before_creation_or_while_disabled_are_not_sent(app, api, account
 
 
 def local(url: str) -> Destination:
-    return destination(url, allow_private=True)
+    return asyncio.run(destination(url, allow_private=True))
+
+
+def post(*args, **kwargs) -> sender.Outcome:
+    """One attempt's POST, on an event loop of its own."""
+    return asyncio.run(sender.post(*args, **kwargs))
 
 
 def test_the_sender_connects_to_the_checked_address_and_keeps_the_name(receiver):
@@ -294,9 +306,9 @@ def test_the_sender_connects_to_the_checked_address_and_keeps_the_name(receiver)
 
 def test_a_name_resolving_to_loopback_is_refused_at_the_attempt():
     with pytest.raises(AddressRefused):
-        destination("http://localhost:9/", allow_private=False)
+        asyncio.run(destination("http://localhost:9/", allow_private=False))
     with pytest.raises(AddressRefused):
-        destination("http://LOCALHOST:9/", allow_private=False)
+        asyncio.run(destination("http://LOCALHOST:9/", allow_private=False))
     assert local("http://localhost:9/").address == "127.0.0.1"
 
 

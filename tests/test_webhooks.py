@@ -13,7 +13,10 @@ from mapapi.storage.models import Webhook, WebhookDelivery
 from .factories import create_key, error_code, make_map
 from .helpers import TIMESTAMP, data_of, validation_details
 
-FIELDS = {"id", "url", "events", "mapId", "description", "enabled", "createdAt", "updatedAt"}
+FIELDS = {
+    "id", "url", "events", "mapId", "description", "enabled", "disabledReason", "createdAt",
+    "updatedAt",
+}  # fmt: skip
 PUBLIC_URL = "https://93.184.215.14/hooks/mapapi"
 
 

@@ -1,5 +1,5 @@
 """Delivery attempts in the database: new events become attempts, due
-attempts are claimed by one process, outcomes are recorded.
+attempts are claimed fairly by one process, outcomes are recorded.
 
 Every function runs in the caller's transaction and leaves the commit to it.
 
@@ -10,28 +10,38 @@ turning each event into a first attempt and moving the cursor, in one
 transaction, with the endpoint's row locked so that two processes never
 follow the same endpoint at once.
 
-How attempts are shared: ``claim_due`` locks due attempts with ``FOR UPDATE
-SKIP LOCKED`` (on SQLite, writers are serialized), writes a claim token of
-its own and moves ``next_attempt_at`` to the end of a lease, then commits;
-only then is the HTTP request made. ``record`` writes the outcome only where
-the claim is still that token. A process killed in between leaves an
-attempt that becomes due again when the lease ends: it is made again.
+How attempts are shared (``claim_due``): accounts take turns, and no
+endpoint ever has more than ``PER_ENDPOINT`` attempts in flight, counted
+across every process. An attempt is in flight from its claim until its
+outcome is recorded or its lease runs out. A claim locks the endpoints it
+will serve (``FOR NO KEY UPDATE SKIP LOCKED``: two processes never claim
+for one endpoint at once; SQLite serializes writers anyway), counts their
+attempts in flight in a statement of its own (under READ COMMITTED, one
+that sees every claim committed before the lock was taken), and claims at
+most the rest. A claim writes a token and moves ``next_attempt_at`` to the
+end of a lease, then commits; only then is the HTTP request made.
+``record`` writes the outcome only where the claim is still that token. A
+process killed in between leaves an attempt that becomes due again when
+the lease ends: it is made again.
 """
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, delete, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 
 from ..extensions import db
-from ..services.events import read_after, retention_cutoff
-from ..services.webhooks import first_attempt
+from ..services.events import PING, read_after, retention_cutoff
+from ..services.webhooks import first_attempt, switch_off
 from ..storage.models import Webhook, WebhookDelivery
 from ..timeutil import utcnow
 from .sender import Outcome
 
 MAX_ATTEMPTS = 8
+#: Attempts in flight to one endpoint at most, across all processes.
+PER_ENDPOINT = 2
 #: Endpoints one transaction follows, and events it reads for each.
 ENDPOINTS_PER_ROUND = 50
 EVENTS_PER_ENDPOINT = 100
@@ -45,11 +55,22 @@ class Claimed:
     claim: str
     attempt: int
     webhook_id: str
+    account_id: str
     url: str
     secret: str
     event_id: str
     event_type: str
     body: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An attempt made: its outcome, when it started and how long it took."""
+
+    claimed: Claimed
+    outcome: Outcome
+    made_at: datetime
+    duration_ms: int
 
 
 def enqueue_new_events(after_pk: int = 0) -> tuple[int, int | None]:
@@ -87,46 +108,165 @@ def _was_enabled(webhook: Webhook, moment) -> bool:
     )
 
 
-def claim_due(limit: int, lease_seconds: float) -> list[Claimed]:
-    """Up to ``limit`` due attempts, now this process's for ``lease_seconds``.
-
-    Attempts to a disabled endpoint wait (a ping excepted: it was asked for).
-    """
-    now = utcnow()
-    rows = db.session.execute(
-        select(WebhookDelivery, Webhook.url, Webhook.secret)
-        .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
-        .where(
-            WebhookDelivery.status == "pending",
-            WebhookDelivery.next_attempt_at <= now,
-            or_(Webhook.enabled, WebhookDelivery.event_type == "ping"),
-        )
-        .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.pk)
-        .limit(limit)
-        .with_for_update(of=WebhookDelivery, skip_locked=True)
-    ).all()
-    lease_end = now + timedelta(seconds=lease_seconds)
-    claimed = []
-    for delivery, url, secret in rows:
-        delivery.claim = secrets.token_hex(16)
-        delivery.next_attempt_at = lease_end
-        claimed.append(
-            Claimed(
-                delivery.id,
-                delivery.claim,
-                delivery.attempt,
-                delivery.webhook_id,
-                url,
-                secret,
-                delivery.event_id,
-                delivery.event_type,
-                delivery.body,
-            )
-        )
-    return claimed
-
+# --- claiming -------------------------------------------------------------------------------
 
 _deliveries = WebhookDelivery.__table__
+
+
+def _due(now, endpoint=Webhook):
+    """An attempt of ``endpoint`` that may be made now; a disabled endpoint's
+    wait (a ping excepted: it was asked for)."""
+    due = _deliveries.alias("due")
+    return due, and_(
+        due.c.webhook_id == endpoint.id,
+        due.c.status == "pending",
+        due.c.next_attempt_at <= now,
+        or_(endpoint.enabled, due.c.event_type == PING),
+    )
+
+
+def _in_flight(now):
+    """How many attempts of the endpoint are claimed, with a lease not run out."""
+    flying = _deliveries.alias("flying")
+    return (
+        select(func.count())
+        .select_from(flying)
+        .where(
+            flying.c.webhook_id == Webhook.id,
+            flying.c.claim.is_not(None),
+            flying.c.status == "pending",
+            flying.c.next_attempt_at > now,
+        )
+        .scalar_subquery()
+    )
+
+
+def _nth_due(now, offset: int):
+    due, condition = _due(now)
+    return (
+        select(due.c.pk)
+        .where(condition)
+        .order_by(due.c.next_attempt_at, due.c.pk)
+        .limit(1)
+        .offset(offset)
+        .scalar_subquery()
+    )
+
+
+def claim_due(
+    free: int, share: int, busy: Mapping[str, int], lease_seconds: float
+) -> list[Claimed]:
+    """Up to ``free`` due attempts, now this process's for ``lease_seconds``.
+
+    Accounts take turns: endpoints are taken in the order of their rank
+    within their account (each account's most overdue endpoint first, then
+    each account's second...), and attempts one per endpoint before a
+    second. An account with ``busy[account]`` attempts in flight in this
+    process gets at most ``share`` minus those; an endpoint at most
+    ``PER_ENDPOINT`` minus its attempts in flight anywhere.
+    """
+    now = utcnow()
+    room = {account: share - count for account, count in busy.items()}
+    endpoints = _lock_endpoints(now, free, [a for a, left in room.items() if left <= 0])
+    if not endpoints:
+        return []
+    state = {
+        row.id: (row.in_flight, [pk for pk in (row.first, row.second) if pk is not None])
+        for row in db.session.execute(
+            select(
+                Webhook.id,
+                _in_flight(now).label("in_flight"),
+                _nth_due(now, 0).label("first"),
+                _nth_due(now, 1).label("second"),
+            ).where(Webhook.id.in_([endpoint.id for endpoint in endpoints]))
+        )
+    }
+    chosen = {}  # the pk of each attempt chosen: its endpoint
+    for turn in range(PER_ENDPOINT):
+        for endpoint in endpoints:
+            in_flight, due = state[endpoint.id]
+            left = room.get(endpoint.account_id, share)
+            endpoint_has_room = turn < len(due) and in_flight + turn < PER_ENDPOINT
+            if len(chosen) < free and endpoint_has_room and left > 0:
+                chosen[due[turn]] = endpoint
+                room[endpoint.account_id] = left - 1
+    if not chosen:
+        return []
+    claim = secrets.token_hex(16)
+    rows = db.session.execute(
+        update(_deliveries)
+        .where(_deliveries.c.pk.in_(list(chosen)))
+        .values(claim=claim, next_attempt_at=now + timedelta(seconds=lease_seconds))
+        .returning(
+            _deliveries.c.pk,
+            _deliveries.c.id,
+            _deliveries.c.attempt,
+            _deliveries.c.event_id,
+            _deliveries.c.event_type,
+            _deliveries.c.body,
+        )
+    ).all()
+    return [_claimed(row, claim, chosen[row.pk]) for row in rows]
+
+
+def _claimed(row, claim: str, endpoint) -> Claimed:
+    return Claimed(
+        delivery_id=row.id,
+        claim=claim,
+        attempt=row.attempt,
+        webhook_id=endpoint.id,
+        account_id=endpoint.account_id,
+        url=endpoint.url,
+        secret=endpoint.secret,
+        event_id=row.event_id,
+        event_type=row.event_type,
+        body=row.body,
+    )
+
+
+def _lock_endpoints(now, limit: int, full_accounts: list[str]) -> list:
+    """Up to ``limit`` endpoints with a due attempt and room for one more in
+    flight, in turn order, locked for this transaction; none of
+    ``full_accounts``. Endpoints another process is claiming for are skipped."""
+    due, condition = _due(now)
+    oldest_due = (
+        select(due.c.next_attempt_at)
+        .where(condition)
+        .order_by(due.c.next_attempt_at)
+        .limit(1)
+        .scalar_subquery()
+    )
+    candidates = (
+        select(Webhook.pk, Webhook.account_id, oldest_due.label("oldest"))
+        .where(_in_flight(now) < PER_ENDPOINT)
+        .where(Webhook.account_id.not_in(full_accounts))
+        .subquery()
+    )
+    ranked = (
+        select(
+            candidates.c.pk,
+            candidates.c.oldest,
+            func.row_number()
+            .over(
+                partition_by=candidates.c.account_id,
+                order_by=(candidates.c.oldest, candidates.c.pk),
+            )
+            .label("turn"),
+        )
+        .where(candidates.c.oldest.is_not(None))
+        .subquery()
+    )
+    return db.session.execute(
+        select(Webhook.id, Webhook.account_id, Webhook.url, Webhook.secret)
+        .join(ranked, ranked.c.pk == Webhook.pk)
+        .order_by(ranked.c.turn, ranked.c.oldest, ranked.c.pk)
+        .limit(limit)
+        .with_for_update(of=Webhook, key_share=True, skip_locked=True)
+    ).all()
+
+
+# --- recording ------------------------------------------------------------------------------
+
 _RECORD = (
     update(_deliveries)
     .where(
@@ -138,38 +278,34 @@ _RECORD = (
         response_status=bindparam("b_response_status"),
         error=bindparam("b_error"),
         duration_ms=bindparam("b_duration_ms"),
+        created_at=bindparam("b_made_at"),
         next_attempt_at=bindparam("b_next_attempt_at"),
         claim=None,
     )
 )
 
 
-def record(finished: list[tuple[Claimed, Outcome, int]], schedule) -> None:
-    """Write the outcomes of attempts ``(claimed, outcome, duration_ms)``,
-    and after a failure schedule the next attempt (``schedule[n - 1]``
-    seconds after attempt n). An outcome whose claim is no longer ours (the
-    lease ran out, or the endpoint is gone) is dropped.
+def record(finished: list[Finished], schedule, disable_after: timedelta) -> None:
+    """Write the outcomes of attempts made, and after a failure schedule the
+    next attempt (``schedule[n - 1]`` seconds after attempt n). An outcome
+    whose claim is no longer ours (the lease ran out, or the endpoint is
+    gone) is dropped. Then each endpoint's health: see ``_note_health``.
 
     Successes are written with one statement for all (one round trip); each
     failure on its own, as its retry depends on the claim still being ours.
     """
     now = utcnow()
-    successes = [
-        _row(claimed, outcome, ms, None)
-        for claimed, outcome, ms in finished
-        if outcome.succeeded
-    ]
+    successes = [_row(done, None) for done in finished if done.outcome.succeeded]
     if successes:
         db.session.execute(_RECORD, successes)
-    for claimed, outcome, duration_ms in finished:
-        if outcome.succeeded:
+    for done in finished:
+        if done.outcome.succeeded:
             continue
+        claimed = done.claimed
         retry_at = None
         if claimed.attempt < MAX_ATTEMPTS:
             retry_at = now + timedelta(seconds=schedule[claimed.attempt - 1])
-        written = db.session.execute(
-            _RECORD, _row(claimed, outcome, duration_ms, retry_at)
-        )
+        written = db.session.execute(_RECORD, _row(done, retry_at))
         if written.rowcount and retry_at is not None:
             db.session.add(
                 WebhookDelivery(
@@ -182,18 +318,93 @@ def record(finished: list[tuple[Claimed, Outcome, int]], schedule) -> None:
                     next_attempt_at=retry_at,
                 )
             )
+    _note_health(finished, now - disable_after)
 
 
-def _row(claimed: Claimed, outcome: Outcome, duration_ms: int, retry_at) -> dict:
+def _row(done: Finished, retry_at) -> dict:
     return {
-        "b_id": claimed.delivery_id,
-        "b_claim": claimed.claim,
-        "b_status": "succeeded" if outcome.succeeded else "failed",
-        "b_response_status": outcome.response_status,
-        "b_error": outcome.error,
-        "b_duration_ms": duration_ms,
+        "b_id": done.claimed.delivery_id,
+        "b_claim": done.claimed.claim,
+        "b_status": "succeeded" if done.outcome.succeeded else "failed",
+        "b_response_status": done.outcome.response_status,
+        "b_error": done.outcome.error,
+        "b_duration_ms": done.duration_ms,
+        "b_made_at": done.made_at,
         "b_next_attempt_at": retry_at,
     }
+
+
+_webhooks = Webhook.__table__
+#: The endpoint succeeded and nothing failed after: healthy.
+_HEALTHY = (
+    update(_webhooks)
+    .where(_webhooks.c.id == bindparam("b_id"), _webhooks.c.failing_since.is_not(None))
+    .values(failing_since=None)
+)
+#: Failures after a success: failing since the first of them.
+_FAILING_AGAIN = (
+    update(_webhooks)
+    .where(_webhooks.c.id == bindparam("b_id"))
+    .values(failing_since=bindparam("b_since"))
+)
+#: Failures only: failing since the first, unless it was failing already.
+_FAILING = (
+    update(_webhooks)
+    .where(_webhooks.c.id == bindparam("b_id"), _webhooks.c.failing_since.is_(None))
+    .values(failing_since=bindparam("b_since"))
+)
+
+
+def _note_health(finished: list[Finished], switch_off_before: datetime) -> None:
+    """Keep each endpoint's ``failing_since``: when the failures since its
+    last success began (None when its last attempt succeeded). An enabled
+    endpoint failing since before ``switch_off_before`` is switched off.
+
+    Endpoints are updated in id order, so that two processes recording at
+    once lock their rows in the same order (no deadlock).
+    """
+    by_endpoint: dict[str, list[Finished]] = {}
+    for done in sorted(finished, key=lambda done: done.made_at):
+        by_endpoint.setdefault(done.claimed.webhook_id, []).append(done)
+    rows = {_HEALTHY: [], _FAILING_AGAIN: [], _FAILING: []}
+    last_failure = {}
+    for webhook_id in sorted(by_endpoint):
+        done = by_endpoint[webhook_id]
+        succeeded = [i for i, one in enumerate(done) if one.outcome.succeeded]
+        failures = done[succeeded[-1] + 1 :] if succeeded else done
+        if not failures:
+            rows[_HEALTHY].append({"b_id": webhook_id})
+            continue
+        statement = _FAILING_AGAIN if succeeded else _FAILING
+        rows[statement].append({"b_id": webhook_id, "b_since": failures[0].made_at})
+        last_failure[webhook_id] = failures[-1].outcome
+    for statement, parameters in rows.items():
+        if parameters:
+            db.session.execute(statement, parameters)
+    if last_failure:
+        _switch_off_failing(last_failure, switch_off_before)
+
+
+def _switch_off_failing(last_failure: Mapping[str, Outcome], before: datetime) -> None:
+    failing = db.session.scalars(
+        select(Webhook)
+        .where(
+            Webhook.id.in_(sorted(last_failure)),
+            Webhook.enabled,
+            Webhook.failing_since <= before,
+        )
+        .order_by(Webhook.id)
+        .with_for_update()
+    ).all()
+    for webhook in failing:
+        switch_off(webhook, _last_error(last_failure[webhook.id]))
+
+
+def _last_error(outcome: Outcome) -> str:
+    """``HTTP 500`` for an answer, else the attempt's error."""
+    if outcome.response_status is not None:
+        return f"HTTP {outcome.response_status}"
+    return outcome.error
 
 
 def prune() -> int:

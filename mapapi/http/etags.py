@@ -27,6 +27,7 @@ from ..contract.openapi import answers_one_resource
 from ..extensions import db
 from ..services.ownership import owned_map
 from .errors import APIError
+from .payload import without_shown_once
 
 #: The methods whose change ``If-Match`` guards.
 GUARDED_METHODS = frozenset({"PUT", "DELETE"})
@@ -45,7 +46,7 @@ def add_etag(response):
     current = request._get_current_object()  # one context lookup, not one per use
     if not carries_etag(current.endpoint):
         return response
-    etag = etag_of(response.get_data())
+    etag = etag_of(without_shown_once(response))  # a create's: its GET's
     response.headers["ETag"] = f'"{etag}"'
     if (
         current.method == "GET"
@@ -54,6 +55,22 @@ def add_etag(response):
     ):
         return _not_modified(etag)
     return response
+
+
+def checks_own_precondition(view):
+    """Mark a view that calls ``check_precondition`` itself, where it
+    chooses: after work that must not run under the lock (a webhook URL's
+    name lookup), before its validation and its write, which then share the
+    transaction that compared."""
+    view.checks_own_precondition = True
+    return view
+
+
+def check_precondition_before_view(current) -> None:
+    """``check_precondition`` for the request hook, unless the view checks itself."""
+    view = current_app.view_functions.get(current.endpoint) if current.endpoint else None
+    if not getattr(view, "checks_own_precondition", False):
+        check_precondition(current)
 
 
 def check_precondition(current) -> None:

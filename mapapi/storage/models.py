@@ -393,6 +393,9 @@ class Webhook(Timestamped, db.Model):
     has looked at for it (it follows the feed from there); an event becomes
     a delivery when it was made while the endpoint was enabled: at or after
     ``enabled_since`` and before ``disabled_since``.
+    ``failing_since`` is when the failures since its last successful
+    attempt began (None while its last attempt succeeded); the service
+    disables an endpoint failing for long, saying why in ``disabled_reason``.
     ``map_id`` is no foreign key: the endpoint outlives its map's deletion,
     so that it receives ``map.deleted``.
     """
@@ -411,6 +414,8 @@ class Webhook(Timestamped, db.Model):
     cursor: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
     enabled_since: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     disabled_since: Mapped[datetime | None] = mapped_column(DateTime)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    failing_since: Mapped[datetime | None] = mapped_column(DateTime)
 
     def __repr__(self) -> str:  # never the secret, should one be logged
         return f"<Webhook {self.id} {self.url}>"
@@ -425,13 +430,18 @@ class WebhookDelivery(db.Model):
     its own. An attempt whose lease has run out (its process was killed) is
     due again, and is made again.
     ``body`` is the event exactly as sent, kept so that every attempt sends
-    the same bytes.
+    the same bytes. ``created_at`` is when the attempt was scheduled, then,
+    once made, when it was made.
     """
 
     __tablename__ = "webhook_deliveries"
     __table_args__ = (
         Index(None, "webhook_id", "pk"),
         Index(None, "status", "next_attempt_at"),
+        # An endpoint's next due attempts, and its attempts in flight, each
+        # found without reading its backlog (delivery.attempts.claim_due).
+        Index(None, "webhook_id", "status", "next_attempt_at"),
+        Index(None, "webhook_id", "claim"),
     )
 
     pk: Mapped[int] = _pk()

@@ -1,0 +1,41 @@
+"""webhooks switched off, and fair claims
+
+Endpoints keep when their failures began (``failing_since``) and why the
+service disabled them (``disabled_reason``). Deliveries get the two
+indexes a fair claim reads by endpoint: its next due attempts, and its
+attempts in flight.
+
+Revision ID: c0b2e2a0530f
+Revises: c41d7e2b9a60
+Create Date: 2026-12-02 10:00:00.000000
+
+"""
+from alembic import op
+import sqlalchemy as sa
+
+
+# revision identifiers, used by Alembic.
+revision = 'c0b2e2a0530f'
+down_revision = 'c41d7e2b9a60'
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    with op.batch_alter_table('webhooks', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('disabled_reason', sa.Text(), nullable=True))
+        batch_op.add_column(sa.Column('failing_since', sa.DateTime(), nullable=True))
+
+    with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_webhook_deliveries_webhook_id_status_next_attempt_at'), ['webhook_id', 'status', 'next_attempt_at'], unique=False)
+        batch_op.create_index(batch_op.f('ix_webhook_deliveries_webhook_id_claim'), ['webhook_id', 'claim'], unique=False)
+
+
+def downgrade():
+    with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_webhook_deliveries_webhook_id_claim'))
+        batch_op.drop_index(batch_op.f('ix_webhook_deliveries_webhook_id_status_next_attempt_at'))
+
+    with op.batch_alter_table('webhooks', schema=None) as batch_op:
+        batch_op.drop_column('failing_since')
+        batch_op.drop_column('disabled_reason')
