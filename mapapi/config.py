@@ -297,6 +297,9 @@ def engine_options(database_url: str, pool_size: int) -> dict:
         "max_overflow": pool_size,
         "pool_timeout": 5,
         "json_serializer": document_text,
+        # A failed statement's error, and SQLAlchemy's own statement log,
+        # never show its parameters (a webhook's secret, a key's hash).
+        "hide_parameters": True,
     }
     if database_url.startswith("postgresql"):
         options["connect_args"] = {

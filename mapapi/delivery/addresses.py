@@ -164,10 +164,12 @@ class Lookups:
         literal = literal_address(host)
         if literal is not None:
             return [literal]
-        # Shielded: a waiter that gives up must not cancel the lookup others share.
-        waiting = asyncio.shield(asyncio.wrap_future(self._lookup(host, port)))
+        lookup = asyncio.wrap_future(self._lookup(host, port))
+        # Its outcome is nobody's once every waiter has given up: taken here.
+        lookup.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
-            return await asyncio.wait_for(waiting, timeout)
+            # Shielded: a waiter that gives up must not cancel the lookup others share.
+            return await asyncio.wait_for(asyncio.shield(lookup), timeout)
         except TimeoutError:
             raise _too_slow(timeout) from None
 
