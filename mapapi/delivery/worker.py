@@ -52,6 +52,9 @@ LEASE_SECONDS = 60.0
 PRUNE_EVERY_SECONDS = 600.0
 #: The part of a process's attempts in flight one account may hold.
 ACCOUNT_SHARE = 0.25
+#: How long a round follows the feed before it claims again: a flood of
+#: events to turn into attempts never holds up claiming those due.
+FOLLOW_SLICE_SECONDS = 0.1
 
 
 class DeliveryWorker:
@@ -82,7 +85,11 @@ class DeliveryWorker:
         self._finished: SimpleQueue[attempts.Finished] = SimpleQueue()
         #: Attempts in flight here, by account (changed on the loop's thread only).
         self._busy: Counter[str] = Counter()
+        #: When the next pass over the endpoints starts, where this one is,
+        #: and the attempts it has made so far.
         self._follow_at = 0.0
+        self._following: int | None = None
+        self._pass_made = 0
         self._pruned_at = 0.0
 
     def run(self) -> None:
@@ -123,33 +130,41 @@ class DeliveryWorker:
         self._wake.clear()
 
     def step(self, free: int, busy: dict[str, int]) -> tuple[list[attempts.Claimed], bool]:
-        """One round, on the database thread: record what finished, follow the
-        feed (at most once a poll interval while it has nothing new), claim
-        up to ``free`` due attempts (``busy``: this process's in flight, by
-        account). The attempts claimed, and whether more may be waiting now."""
+        """One round, on the database thread: record what finished, claim up
+        to ``free`` due attempts (``busy``: this process's in flight, by
+        account), then follow the feed for a slice of time. The attempts
+        claimed, and whether more may be waiting now."""
         with self.app.app_context():
             try:
                 self._record_finished()
-                made = 0
-                if time.monotonic() >= self._follow_at:
-                    made = self._enqueue()
-                    self._follow_at = time.monotonic() + (0 if made else self.poll_seconds)
                 claimed = []
                 if free:
                     claimed = attempts.claim_due(free, self.share, busy, self.lease_seconds)
                 db.session.commit()  # the claims, and the outcomes recorded before them
+                following = self._follow_feed()
                 self._prune_now_and_then()
             finally:
                 db.session.remove()
-        return claimed, bool(made) or (free > 0 and len(claimed) == free)
+        return claimed, following or (free > 0 and len(claimed) == free)
 
-    def _enqueue(self) -> int:
-        total, after = 0, 0
-        while after is not None:
-            made, after = attempts.enqueue_new_events(after)
+    def _follow_feed(self) -> bool:
+        """Turn new events into attempts, endpoint after endpoint, for about
+        ``FOLLOW_SLICE_SECONDS``; the next round goes on where this one
+        stopped. A pass over every endpoint that found nothing new waits a
+        poll interval before the next. Whether there is more to follow now."""
+        if self._following is None:
+            if time.monotonic() < self._follow_at:
+                return False
+            self._following, self._pass_made = 0, 0
+        stop_at = time.monotonic() + FOLLOW_SLICE_SECONDS
+        while self._following is not None and time.monotonic() < stop_at:
+            made, self._following = attempts.enqueue_new_events(self._following)
             db.session.commit()
-            total += made
-        return total
+            self._pass_made += made
+        if self._following is not None:
+            return True
+        self._follow_at = time.monotonic() + (0 if self._pass_made else self.poll_seconds)
+        return bool(self._pass_made)
 
     def _prune_now_and_then(self) -> None:
         if time.monotonic() - self._pruned_at < PRUNE_EVERY_SECONDS:

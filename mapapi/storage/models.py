@@ -30,6 +30,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     event,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -440,8 +441,21 @@ class WebhookDelivery(db.Model):
         Index(None, "status", "next_attempt_at"),
         # An endpoint's next due attempts, and its attempts in flight, each
         # found without reading its backlog (delivery.attempts.claim_due).
-        Index(None, "webhook_id", "status", "next_attempt_at"),
-        Index(None, "webhook_id", "claim"),
+        # Partial: finished attempts (most rows) and unclaimed ones cost
+        # these indexes nothing.
+        Index(
+            "ix_webhook_deliveries_pending",
+            "webhook_id",
+            "next_attempt_at",
+            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status = 'pending'"),
+        ),
+        Index(
+            "ix_webhook_deliveries_claimed",
+            "webhook_id",
+            postgresql_where=text("claim IS NOT NULL"),
+            sqlite_where=text("claim IS NOT NULL"),
+        ),
     )
 
     pk: Mapped[int] = _pk()

@@ -2,8 +2,8 @@
 
 Endpoints keep when their failures began (``failing_since``) and why the
 service disabled them (``disabled_reason``). Deliveries get the two
-indexes a fair claim reads by endpoint: its next due attempts, and its
-attempts in flight.
+partial indexes a fair claim reads by endpoint: its pending attempts by
+due time, and its claimed ones.
 
 Revision ID: c0b2e2a0530f
 Revises: c41d7e2b9a60
@@ -26,15 +26,18 @@ def upgrade():
         batch_op.add_column(sa.Column('disabled_reason', sa.Text(), nullable=True))
         batch_op.add_column(sa.Column('failing_since', sa.DateTime(), nullable=True))
 
+    # Partial indexes: pending attempts by endpoint and due time, claimed ones by endpoint.
+    pending = sa.text("status = 'pending'")
+    claimed = sa.text("claim IS NOT NULL")
     with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_webhook_deliveries_webhook_id_status_next_attempt_at'), ['webhook_id', 'status', 'next_attempt_at'], unique=False)
-        batch_op.create_index(batch_op.f('ix_webhook_deliveries_webhook_id_claim'), ['webhook_id', 'claim'], unique=False)
+        batch_op.create_index('ix_webhook_deliveries_pending', ['webhook_id', 'next_attempt_at'], unique=False, postgresql_where=pending, sqlite_where=pending)
+        batch_op.create_index('ix_webhook_deliveries_claimed', ['webhook_id'], unique=False, postgresql_where=claimed, sqlite_where=claimed)
 
 
 def downgrade():
     with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_webhook_deliveries_webhook_id_claim'))
-        batch_op.drop_index(batch_op.f('ix_webhook_deliveries_webhook_id_status_next_attempt_at'))
+        batch_op.drop_index('ix_webhook_deliveries_claimed')
+        batch_op.drop_index('ix_webhook_deliveries_pending')
 
     with op.batch_alter_table('webhooks', schema=None) as batch_op:
         batch_op.drop_column('failing_since')
