@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from flask import current_app
 from sqlalchemy import and_, bindparam, delete, func, literal_column, or_, select, update
 
 from ..extensions import db
@@ -289,11 +290,12 @@ _RECORD = (
 )
 
 
-def record(finished: list[Finished], schedule, disable_after: timedelta) -> None:
+def record(finished: list[Finished], schedule) -> None:
     """Write the outcomes of attempts made, and after a failure schedule the
     next attempt (``schedule[n - 1]`` seconds after attempt n). An outcome
     whose claim is no longer ours (the lease ran out, or the endpoint is
-    gone) is dropped. Then each endpoint's health: see ``_note_health``.
+    gone) is dropped. Then each endpoint's health: see ``_note_health``
+    (switched off after ``WEBHOOKS_DISABLE_AFTER_HOURS`` of failures).
 
     Successes are written with one statement for all (one round trip); each
     failure on its own, as its retry depends on the claim still being ours.
@@ -322,7 +324,8 @@ def record(finished: list[Finished], schedule, disable_after: timedelta) -> None
                     next_attempt_at=retry_at,
                 )
             )
-    _note_health(finished, now - disable_after)
+    hours = current_app.config["WEBHOOKS_DISABLE_AFTER_HOURS"]
+    _note_health(finished, now - timedelta(hours=hours))
 
 
 def _row(done: Finished, retry_at) -> dict:

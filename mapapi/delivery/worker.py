@@ -31,7 +31,6 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from queue import SimpleQueue
 
 from flask import Flask
@@ -78,7 +77,6 @@ class DeliveryWorker:
         self.poll_seconds = float(config["WEBHOOKS_POLL_SECONDS"])
         self.lease_seconds = float(config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS))
         self.schedule = tuple(config["WEBHOOKS_RETRY_SCHEDULE"])
-        self.disable_after = timedelta(hours=config["WEBHOOKS_DISABLE_AFTER_HOURS"])
         self.allow_private = config["WEBHOOKS_ALLOW_PRIVATE"]
         self.lookups = system_lookups if getaddrinfo is socket.getaddrinfo else Lookups(getaddrinfo)
         #: Attempts made, waiting for the database thread to record them.
@@ -180,7 +178,7 @@ class DeliveryWorker:
         finished = []
         while not self._finished.empty():
             finished.append(self._finished.get())
-        attempts.record(finished, self.schedule, self.disable_after)
+        attempts.record(finished, self.schedule)
 
     def _record_last(self) -> None:
         with self.app.app_context():
