@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -27,8 +28,9 @@ from mapapi.delivery.worker import DeliveryWorker
 from mapapi.extensions import db
 from mapapi.services.events import data_text, event_body, read_after, record_one
 from mapapi.storage.models import Event, WebhookDelivery
+from mapapi.timeutil import parse_timestamp
 
-from .helpers import data_of
+from .helpers import data_of, wait_until
 from .receiver import Receiver
 
 QUICK_SCHEDULE = (0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1)
@@ -210,6 +212,28 @@ def test_an_attempt_is_given_up_after_eight(app, api, account, receiver, worker)
     assert all(a["status"] == "failed" and a["responseStatus"] == 500 for a in log)
     assert log[0]["nextAttemptAt"] is None
     assert all(a["nextAttemptAt"] is not None for a in log[1:])
+
+
+def test_an_attempt_is_logged_when_scheduled_then_when_made(app, api, receiver, worker):
+    app.config["WEBHOOKS_RETRY_SCHEDULE"] = (1.0,) * 7
+    receiver.script.append(500)
+    endpoint = create_endpoint(api, receiver.url)
+    data_of(api.post(f"/webhooks/{endpoint['id']}/ping"), 202)
+    worker()
+
+    def second_attempt():
+        log = attempts(api, endpoint["id"])
+        return log[0] if log[0]["attempt"] == 2 else None
+
+    assert wait_until(second_attempt, 20)
+    pending = second_attempt()
+    assert pending["status"] == "pending"  # due a second after it was scheduled
+    scheduled, due = parse_timestamp(pending["createdAt"]), parse_timestamp(pending["nextAttemptAt"])
+    assert timedelta(seconds=0.9) <= due - scheduled <= timedelta(seconds=1.1)
+    assert receiver.wait_for(lambda got: len(got) == 2)
+    assert wait_until(lambda: second_attempt()["status"] == "succeeded", 20)
+    made = parse_timestamp(second_attempt()["createdAt"])
+    assert due <= made <= due + timedelta(seconds=5)
 
 
 def test_the_retry_schedule_defaults_to_the_contracts():

@@ -226,6 +226,19 @@ def test_serve_delivers_in_the_background_unless_turned_off(deployment, receiver
     assert event["type"] == "ping"
 
 
+def test_serve_and_worker_warn_at_start_while_private_addresses_are_allowed(deployment):
+    warning = "WARNING mapapi.delivery.addresses: MAPAPI_WEBHOOKS_ALLOW_PRIVATE=1:"
+    for allowed in ("1", "0"):
+        worker = deployment.worker(f"worker-{allowed}", MAPAPI_WEBHOOKS_ALLOW_PRIVATE=allowed)
+        log = deployment.tmp_path / f"worker-{allowed}.err"
+        assert wait_until(lambda log=log: "Delivering webhooks" in log.read_text(), 30)
+        server = deployment.serve(f"serve-{allowed}", MAPAPI_WEBHOOKS_ALLOW_PRIVATE=allowed)
+        for written in (log.read_text(), server.stderr()):
+            assert (warning in written) is (allowed == "1"), written
+        worker.terminate()
+        server.stop()
+
+
 def test_worker_stops_on_sigterm(deployment):
     worker = deployment.worker("stopping")
     log = deployment.tmp_path / "stopping.err"
