@@ -118,20 +118,20 @@ _deliveries = WebhookDelivery.__table__
 _PENDING = literal_column("'pending'")
 
 
-def _due(now, endpoint=Webhook):
-    """An attempt of ``endpoint`` that may be made now; a disabled endpoint's
-    wait (a ping excepted: it was asked for)."""
+def _due(endpoint=Webhook):
+    """An attempt of ``endpoint`` that may be made at ``:now``; a disabled
+    endpoint's wait (a ping excepted: it was asked for)."""
     due = _deliveries.alias("due")
     return due, and_(
         due.c.webhook_id == endpoint.id,
         due.c.status == _PENDING,
-        due.c.next_attempt_at <= now,
+        due.c.next_attempt_at <= bindparam("now"),
         or_(endpoint.enabled, due.c.event_type == PING),
     )
 
 
-def _in_flight(now):
-    """How many attempts of the endpoint are claimed, with a lease not run out."""
+def _in_flight():
+    """How many attempts of the endpoint are claimed, with a lease not run out at ``:now``."""
     flying = _deliveries.alias("flying")
     return (
         select(func.count())
@@ -140,14 +140,14 @@ def _in_flight(now):
             flying.c.webhook_id == Webhook.id,
             flying.c.claim.is_not(None),
             flying.c.status == _PENDING,
-            flying.c.next_attempt_at > now,
+            flying.c.next_attempt_at > bindparam("now"),
         )
         .scalar_subquery()
     )
 
 
-def _nth_due(now, offset: int):
-    due, condition = _due(now)
+def _nth_due(offset: int):
+    due, condition = _due()
     return (
         select(due.c.pk)
         .where(condition)
@@ -156,6 +156,71 @@ def _nth_due(now, offset: int):
         .offset(offset)
         .scalar_subquery()
     )
+
+
+def _endpoints_in_turn():
+    """Up to ``:limit`` endpoints with a due attempt and room for one more
+    in flight, none of ``:full`` accounts', in turn order, locked for the
+    transaction; those another process is claiming for are skipped."""
+    due, condition = _due()
+    oldest_due = (
+        select(due.c.next_attempt_at)
+        .where(condition)
+        .order_by(due.c.next_attempt_at)
+        .limit(1)
+        .scalar_subquery()
+    )
+    candidates = (
+        select(Webhook.pk, Webhook.account_id, oldest_due.label("oldest"))
+        .where(_in_flight() < PER_ENDPOINT)
+        .where(Webhook.account_id.not_in(bindparam("full", expanding=True)))
+        .subquery()
+    )
+    ranked = (
+        select(
+            candidates.c.pk,
+            candidates.c.oldest,
+            func.row_number()
+            .over(
+                partition_by=candidates.c.account_id,
+                order_by=(candidates.c.oldest, candidates.c.pk),
+            )
+            .label("turn"),
+        )
+        .where(candidates.c.oldest.is_not(None))
+        .subquery()
+    )
+    return (
+        select(Webhook.id, Webhook.account_id, Webhook.url, Webhook.secret)
+        .join(ranked, ranked.c.pk == Webhook.pk)
+        .order_by(ranked.c.turn, ranked.c.oldest, ranked.c.pk)
+        .limit(bindparam("limit"))
+        .with_for_update(of=Webhook, key_share=True, skip_locked=True)
+    )
+
+
+# Built once: a claim runs for every attempt or two that finishes.
+_LOCK_ENDPOINTS = _endpoints_in_turn()
+#: For each endpoint of ``:ids``: its attempts in flight and its next two due.
+_STATE = select(
+    Webhook.id,
+    _in_flight().label("in_flight"),
+    _nth_due(0).label("first"),
+    _nth_due(1).label("second"),
+).where(Webhook.id.in_(bindparam("ids", expanding=True)))
+_CLAIM = (
+    update(_deliveries)
+    .where(_deliveries.c.pk.in_(bindparam("pks", expanding=True)))
+    .values(claim=bindparam("claim"), next_attempt_at=bindparam("lease_end"))
+    .returning(
+        _deliveries.c.pk,
+        _deliveries.c.id,
+        _deliveries.c.attempt,
+        _deliveries.c.event_id,
+        _deliveries.c.event_type,
+        _deliveries.c.body,
+    )
+)
 
 
 def claim_due(
@@ -172,18 +237,14 @@ def claim_due(
     """
     now = utcnow()
     room = {account: share - count for account, count in busy.items()}
-    endpoints = _lock_endpoints(now, free, [a for a, left in room.items() if left <= 0])
+    full = [account for account, left in room.items() if left <= 0]
+    endpoints = db.session.execute(_LOCK_ENDPOINTS, {"now": now, "limit": free, "full": full}).all()
     if not endpoints:
         return []
     state = {
         row.id: (row.in_flight, [pk for pk in (row.first, row.second) if pk is not None])
         for row in db.session.execute(
-            select(
-                Webhook.id,
-                _in_flight(now).label("in_flight"),
-                _nth_due(now, 0).label("first"),
-                _nth_due(now, 1).label("second"),
-            ).where(Webhook.id.in_([endpoint.id for endpoint in endpoints]))
+            _STATE, {"now": now, "ids": [endpoint.id for endpoint in endpoints]}
         )
     }
     chosen = {}  # the pk of each attempt chosen: its endpoint
@@ -198,18 +259,9 @@ def claim_due(
     if not chosen:
         return []
     claim = secrets.token_hex(16)
+    lease_end = now + timedelta(seconds=lease_seconds)
     rows = db.session.execute(
-        update(_deliveries)
-        .where(_deliveries.c.pk.in_(list(chosen)))
-        .values(claim=claim, next_attempt_at=now + timedelta(seconds=lease_seconds))
-        .returning(
-            _deliveries.c.pk,
-            _deliveries.c.id,
-            _deliveries.c.attempt,
-            _deliveries.c.event_id,
-            _deliveries.c.event_type,
-            _deliveries.c.body,
-        )
+        _CLAIM, {"pks": list(chosen), "claim": claim, "lease_end": lease_end}
     ).all()
     return [_claimed(row, claim, chosen[row.pk]) for row in rows]
 
@@ -227,47 +279,6 @@ def _claimed(row, claim: str, endpoint) -> Claimed:
         event_type=row.event_type,
         body=row.body,
     )
-
-
-def _lock_endpoints(now, limit: int, full_accounts: list[str]) -> list:
-    """Up to ``limit`` endpoints with a due attempt and room for one more in
-    flight, in turn order, locked for this transaction; none of
-    ``full_accounts``. Endpoints another process is claiming for are skipped."""
-    due, condition = _due(now)
-    oldest_due = (
-        select(due.c.next_attempt_at)
-        .where(condition)
-        .order_by(due.c.next_attempt_at)
-        .limit(1)
-        .scalar_subquery()
-    )
-    candidates = (
-        select(Webhook.pk, Webhook.account_id, oldest_due.label("oldest"))
-        .where(_in_flight(now) < PER_ENDPOINT)
-        .where(Webhook.account_id.not_in(full_accounts))
-        .subquery()
-    )
-    ranked = (
-        select(
-            candidates.c.pk,
-            candidates.c.oldest,
-            func.row_number()
-            .over(
-                partition_by=candidates.c.account_id,
-                order_by=(candidates.c.oldest, candidates.c.pk),
-            )
-            .label("turn"),
-        )
-        .where(candidates.c.oldest.is_not(None))
-        .subquery()
-    )
-    return db.session.execute(
-        select(Webhook.id, Webhook.account_id, Webhook.url, Webhook.secret)
-        .join(ranked, ranked.c.pk == Webhook.pk)
-        .order_by(ranked.c.turn, ranked.c.oldest, ranked.c.pk)
-        .limit(limit)
-        .with_for_update(of=Webhook, key_share=True, skip_locked=True)
-    ).all()
 
 
 # --- recording ------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A resource's ETag is a hash of the body its GET answers: it changes exactly
 when that body changes, whatever request changed it, and a create or an
-update answering the same body carries the same ETag. Which answers carry
+update answering the same body carries the same ETag (a webhook's create
+answers its secret too: the hash leaves it out). Which answers carry
 one is read from the views' declarations: a 200 or 201 whose declared
 response is one resource with an ``updatedAt`` (a map, location, category,
 tag, layer, webhook; not a list, a bulk result, a key or a deletion).
@@ -13,6 +14,8 @@ write inside a map takes first; on SQLite the transaction holds the write
 lock from its start): the ETag compared is the one the resource's own GET
 view gives at that moment, and nobody can change it before this request's
 write commits. So of two editors sending the same ``If-Match``, one wins.
+A view with work that must not run under that lock checks ``If-Match``
+itself, after that work (``checks_own_precondition``).
 """
 
 import hashlib

@@ -1,4 +1,5 @@
-"""Webhook endpoints of an account, their pings and their delivery log.
+"""Webhook endpoints of an account, their pings, their delivery log, and
+switching off an endpoint that keeps failing.
 
 URLs are checked with the delivery package's address guard (a module that
 uses nothing else of mapapi), when saved here and again at every attempt.
