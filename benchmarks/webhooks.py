@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Webhook delivery of two versions of mapapi with one worker: deliveries/s and a victim's latency under attack.
+"""Webhook delivery by one worker, of two versions: deliveries/s, a victim's latency under attack.
 
 ``python benchmarks/webhooks.py [--baseline main]`` extracts the baseline
 revision into a venv of its own (as ``run.py --baseline`` does), then for
@@ -50,7 +50,8 @@ def parse_options(argv=None):
 
 def backends(options) -> list[str]:
     url = os.environ.get("MAPAPI_DATABASE_URL", "")
-    return ["sqlite"] + (["postgresql"] if url.startswith("postgresql") and not options.sqlite_only else [])
+    postgres = url.startswith("postgresql") and not options.sqlite_only
+    return ["sqlite", "postgresql"] if postgres else ["sqlite"]
 
 
 def print_table(results: list[Results], load_before: str, seconds: float) -> None:

@@ -5,9 +5,8 @@
 - Names under ``HANGING_DOMAIN`` (``.test`` is reserved for testing, RFC
   2606) whose lookup never ends: ``HangingResolver`` stands in for the
   system's resolver in the tests' own process (the worker takes a resolver
-  function), ``hanging_dns_path`` writes a ``sitecustomize.py`` that makes
-  ``socket.getaddrinfo`` hang for them in a child process (put the folder
-  it returns on the child's ``PYTHONPATH``).
+  function); in a child process, ``HANGING_DNS`` on its ``PYTHONPATH``
+  makes ``socket.getaddrinfo`` hang for them.
 """
 
 import selectors
@@ -18,22 +17,9 @@ from pathlib import Path
 
 HANGING_DOMAIN = ".hang.test"
 
-_SITECUSTOMIZE = f'''"""Test-only: lookups of names under {HANGING_DOMAIN} never end."""
-import socket
-import threading
-
-_system_getaddrinfo = socket.getaddrinfo
-_never = threading.Event()
-
-
-def getaddrinfo(host, *args, **kwargs):
-    if isinstance(host, str) and host.endswith("{HANGING_DOMAIN}"):
-        _never.wait()
-    return _system_getaddrinfo(host, *args, **kwargs)
-
-
-socket.getaddrinfo = getaddrinfo
-'''
+#: A folder whose ``sitecustomize.py`` makes lookups of those names hang in
+#: a child process that has it on its ``PYTHONPATH``.
+HANGING_DNS = Path(__file__).parent / "hanging_dns"
 
 
 def hanging_url(number: int) -> str:
@@ -57,14 +43,6 @@ class HangingResolver:
 
     def release(self) -> None:
         self._released.set()
-
-
-def hanging_dns_path(folder: Path) -> str:
-    """A folder holding a ``sitecustomize.py`` that makes lookups of
-    ``HANGING_DOMAIN`` names hang, for a child's ``PYTHONPATH``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-    return str(folder)
 
 
 class SilentReceiver:

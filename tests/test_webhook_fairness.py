@@ -22,7 +22,7 @@ from mapapi.services.events import data_text, record_one
 from .deployment import deployed, new_database
 from .factories import ApiClient, create_account, create_key
 from .helpers import data_of, wait_until
-from .hostile_peers import HangingResolver, SilentReceiver, hanging_dns_path, hanging_url
+from .hostile_peers import HANGING_DNS, HangingResolver, SilentReceiver, hanging_url
 from .receiver import Receiver
 
 #: The contract's "a few seconds": the most a victim's event may take to arrive.
@@ -218,8 +218,7 @@ def test_a_hostile_account_delays_nobody_when_serve_delivers(
     tmp_path, silent_receivers, victim_receiver
 ):
     with new_database(tmp_path) as url, deployed(url, tmp_path, FAIR_CONFIG) as deployment:
-        hanging_dns = hanging_dns_path(tmp_path / "hanging_dns")
-        api = deployment.serve("delivering", PYTHONPATH=hanging_dns, **RAISED_LIMITS)
+        api = deployment.serve("delivering", PYTHONPATH=str(HANGING_DNS), **RAISED_LIMITS)
         scene = Scene(deployment, api, silent_receivers, victim_receiver)
         scene.attack(ATTACK_EVENTS // 100)
         assert wait_until(lambda: sum(r.open_now for r in silent_receivers) >= 10, 30)
@@ -243,9 +242,8 @@ def test_two_workers_on_postgresql_keep_every_bound_under_attack(
         api = deployment.serve("api", MAPAPI_WEBHOOKS_DELIVER="0", **RAISED_LIMITS)
         scene = Scene(deployment, api, silent_receivers, victim_receiver, victim_endpoints=2)
         scene.attack(ATTACK_EVENTS // 100)
-        hanging_dns = hanging_dns_path(tmp_path / "hanging_dns")
-        deployment.worker("w1", PYTHONPATH=hanging_dns)
-        deployment.worker("w2", PYTHONPATH=hanging_dns)
+        deployment.worker("w1", PYTHONPATH=str(HANGING_DNS))
+        deployment.worker("w2", PYTHONPATH=str(HANGING_DNS))
         assert wait_until(lambda: sum(r.open_now for r in silent_receivers) >= 10, 30)
         victim_receiver.hold = 0.1  # so that attempts to one endpoint overlap, if they may
         latencies = victim_latencies(victim_receiver, scene.victim_events(), endpoints=2)

@@ -350,10 +350,12 @@ def test_exactly_one_of_two_editors_with_the_same_if_match_wins(app, live_server
 
     headers = {"Authorization": f"Bearer {key}"}
     base = f"{live_server}/api/v1/webhooks"
-    created = requests.post(base, json={"url": PUBLIC_URL, "events": ["*"]}, headers=headers)
+    created = requests.post(
+        base, json={"url": PUBLIC_URL, "events": ["*"]}, headers=headers, timeout=30
+    )
     webhook_id = created.json()["data"]["id"]
     for round_number in range(30):
-        etag = requests.get(f"{base}/{webhook_id}", headers=headers).headers["ETag"]
+        etag = requests.get(f"{base}/{webhook_id}", headers=headers, timeout=30).headers["ETag"]
         barrier = threading.Barrier(2)
         statuses = {}
 
@@ -374,7 +376,7 @@ def test_exactly_one_of_two_editors_with_the_same_if_match_wins(app, live_server
             editor.join()
         assert sorted(statuses.values()) == [200, 412], (round_number, statuses)
         winner = next(editor for editor, status in statuses.items() if status == 200)
-        shown = requests.get(f"{base}/{webhook_id}", headers=headers).json()["data"]
+        shown = requests.get(f"{base}/{webhook_id}", headers=headers, timeout=30).json()["data"]
         assert shown["description"] == f"{round_number}-{winner}"
         if with_url:
             assert shown["url"] == f"https://93.184.215.{10 + winner}/r{round_number}"

@@ -14,8 +14,8 @@ does not deliver; then, for that version's ``mapapi worker``:
 2. **under attack**: one account has ten endpoints on a socket of
    127.0.0.1 that accepts and never answers, another ten whose names'
    lookups never end (names under ``.hang.test``, made to hang in the
-   worker by a ``sitecustomize.py`` on its ``PYTHONPATH``, as a nameserver
-   that never answers would), and they make 600 events before the worker
+   worker by ``tests/hanging_dns/sitecustomize.py`` on its ``PYTHONPATH``,
+   as a nameserver that never answers would), and they make 600 events before the worker
    starts and 400 more while a third account, the victim, makes 20 events
    0.25 s apart; each victim event's latency is the time from its
    ``POST`` answering to its arrival at the victim's receiver (given up
@@ -39,7 +39,7 @@ from .baseline import Version, run_mapapi
 from .data import database_for
 from .deliveries import call
 from .servers import Processes, server_environment, start_app_server, stop_process, stop_server
-from .settings import BULK_SIZE, progress
+from .settings import BULK_SIZE, HERE, progress
 from .webhook_receiver import Receiver
 
 ALLOW_PRIVATE = {"MAPAPI_WEBHOOKS_ALLOW_PRIVATE": "1"}
@@ -52,23 +52,9 @@ VICTIM_EVENTS = 20
 VICTIM_PAUSE = 0.25
 #: Seconds a victim's event may take before it counts as not delivered.
 ATTACK_PATIENCE = 60.0
-HANGING_DOMAIN = ".hang.test"
-_SITECUSTOMIZE = f'''"""Benchmark only: lookups of names under {HANGING_DOMAIN} never end."""
-import socket
-import threading
-
-_system_getaddrinfo = socket.getaddrinfo
-_never = threading.Event()
-
-
-def getaddrinfo(host, *args, **kwargs):
-    if isinstance(host, str) and host.endswith("{HANGING_DOMAIN}"):
-        _never.wait()
-    return _system_getaddrinfo(host, *args, **kwargs)
-
-
-socket.getaddrinfo = getaddrinfo
-'''
+#: Its ``sitecustomize.py`` makes lookups of names under ``.hang.test`` hang
+#: in a process that has the folder on its ``PYTHONPATH`` (the tests use it too).
+HANGING_DNS = HERE.parent / "tests" / "hanging_dns"
 
 
 @dataclass
@@ -143,7 +129,7 @@ class _Place:
 
     def start_worker(self, name: str) -> tuple:
         log_path = self.folder / f"worker-{name}.log"
-        environment = {**self.environment, "PYTHONPATH": str(self.folder / "hanging_dns")}
+        environment = {**self.environment, "PYTHONPATH": str(HANGING_DNS)}
         command = self.version.mapapi + ["worker"]
         return self.processes.start(command, environment, log_path), log_path
 
@@ -152,8 +138,6 @@ class _Place:
 def _place(version: Version, backend: str, workdir: Path, processes: Processes):
     folder = workdir / f"fair-{backend}-{version.name}"
     folder.mkdir()
-    (folder / "hanging_dns").mkdir()
-    (folder / "hanging_dns" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     with database_for(backend, folder) as url:
         environment = {**server_environment(url, folder), **ALLOW_PRIVATE}
         run_mapapi(version, ["db", "upgrade"], environment, folder)
@@ -161,8 +145,8 @@ def _place(version: Version, backend: str, workdir: Path, processes: Processes):
         for account in ACCOUNTS:
             email = f"{account}@example.com"
             run_mapapi(version, ["accounts", "create", email], environment, folder)
-            created = run_mapapi(version, ["keys", "create", email, "--name", "b"], environment, folder)
-            keys[account] = created.split()[-1]
+            key = ["keys", "create", email, "--name", "benchmark"]
+            keys[account] = run_mapapi(version, key, environment, folder).split()[-1]
         settings = {**ALLOW_PRIVATE, "MAPAPI_WEBHOOKS_DELIVER": "0"}
         api = start_app_server(
             processes, url, folder, f"{version.name}-api", mapapi=version.mapapi, settings=settings
@@ -255,7 +239,7 @@ def _under_attack(place: _Place, receiver: Receiver) -> UnderAttack:
     maps = {account: place.new_map(account) for account in ACCOUNTS}
     for number in range(10):
         place.endpoint("silent", silent.url_for(f"/silent-{number}"), maps["silent"])
-        hanging = f"http://hook-{number}{HANGING_DOMAIN}:9/in"
+        hanging = f"http://hook-{number}.hang.test:9/in"
         place.endpoint("hanging", hanging, maps["hanging"])
     victim = place.endpoint("victim", receiver.url_for("/victim"), maps["victim"])
     receiver.expect({"/victim": victim["secret"]})
