@@ -20,6 +20,7 @@ from mapapi.delivery import sender
 from mapapi.delivery.addresses import (
     AddressRefused,
     Destination,
+    Lookups,
     destination,
     parse_url,
 )
@@ -31,6 +32,7 @@ from mapapi.storage.models import Event, WebhookDelivery
 from mapapi.timeutil import parse_timestamp
 
 from .helpers import data_of, wait_until
+from .hostile_peers import HANGING_DOMAIN, HangingResolver
 from .receiver import Receiver
 
 QUICK_SCHEDULE = (0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1)
@@ -228,7 +230,8 @@ def test_an_attempt_is_logged_when_scheduled_then_when_made(app, api, receiver, 
     assert wait_until(second_attempt, 20)
     pending = second_attempt()
     assert pending["status"] == "pending"  # due a second after it was scheduled
-    scheduled, due = parse_timestamp(pending["createdAt"]), parse_timestamp(pending["nextAttemptAt"])
+    scheduled = parse_timestamp(pending["createdAt"])
+    due = parse_timestamp(pending["nextAttemptAt"])
     assert timedelta(seconds=0.9) <= due - scheduled <= timedelta(seconds=1.1)
     assert receiver.wait_for(lambda got: len(got) == 2)
     assert wait_until(lambda: second_attempt()["status"] == "succeeded", 20)
@@ -348,6 +351,30 @@ def test_a_private_address_found_at_the_attempt_fails_it(app, api, receiver, wor
     assert first["status"] == "failed" and first["responseStatus"] is None
     assert first["error"].startswith("address refused")
     assert receiver.received == []
+
+
+def test_a_hanging_lookup_delays_its_own_name_only_and_is_shared():
+    resolver = HangingResolver()
+    lookups = Lookups(resolver)
+
+    async def resolve_both():
+        hanging = [lookups.resolve_async(f"a{HANGING_DOMAIN}", 80, timeout=0.5) for _ in range(20)]
+        started = time.monotonic()
+        found = await lookups.resolve_async("localhost", 80, timeout=5)
+        quick = time.monotonic() - started
+        outcomes = await asyncio.gather(*hanging, return_exceptions=True)
+        return found, quick, outcomes
+
+    try:
+        found, quick, outcomes = asyncio.run(resolve_both())
+        assert "127.0.0.1" in found and quick < 0.5
+        assert all(isinstance(outcome, OSError) for outcome in outcomes)
+        assert str(outcomes[0]) == "no answer within 0.5 s"  # no host name: it is logged
+        with pytest.raises(OSError):
+            lookups.resolve(f"a{HANGING_DOMAIN}", 80, timeout=0.2)
+        assert resolver.calls == {f"a{HANGING_DOMAIN}": 1}  # twenty-one waits, one lookup
+    finally:
+        resolver.release()
 
 
 class RawServer:

@@ -213,7 +213,7 @@ def _refuse_private(addresses: list[str]) -> None:
         )
 
 
-def check_url(url: str, *, allow_private: bool, lookups: Lookups = system_lookups) -> str:
+def check_url(url: str, *, allow_private: bool) -> str:
     """``url`` when it may be saved as a webhook URL; else AddressRefused.
 
     A name that does not resolve now is accepted (a receiver being set up,
@@ -222,7 +222,7 @@ def check_url(url: str, *, allow_private: bool, lookups: Lookups = system_lookup
     target = parse_url(url)
     if not allow_private:
         try:
-            addresses = lookups.resolve(target.host, target.port)
+            addresses = system_lookups.resolve(target.host, target.port)
         except OSError:
             return url
         _refuse_private(addresses)

@@ -31,7 +31,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import and_, bindparam, delete, func, literal_column, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 
 from ..extensions import db
 from ..services.events import PING, read_after, retention_cutoff
@@ -305,13 +317,16 @@ def record(finished: list[Finished], schedule) -> None:
     """Write the outcomes of attempts made, and after a failure schedule the
     next attempt (``schedule[n - 1]`` seconds after attempt n). An outcome
     whose claim is no longer ours (the lease ran out, or the endpoint is
-    gone) is dropped. Then each endpoint's health: see ``_note_health``
-    (switched off after ``WEBHOOKS_DISABLE_AFTER_HOURS`` of failures).
+    gone) is dropped. Each endpoint's health is noted first (``_note_health``,
+    which also locks the endpoints' rows: before their attempts', as every
+    writer of both does); one failing for ``WEBHOOKS_DISABLE_AFTER_HOURS``
+    is switched off last.
 
     Successes are written with one statement for all (one round trip); each
     failure on its own, as its retry depends on the claim still being ours.
     """
     now = utcnow()
+    last_failures = _note_health(finished)
     successes = [_row(done, None) for done in finished if done.outcome.succeeded]
     if successes:
         db.session.execute(_RECORD, successes)
@@ -335,8 +350,9 @@ def record(finished: list[Finished], schedule) -> None:
                     next_attempt_at=retry_at,
                 )
             )
-    hours = current_app.config["WEBHOOKS_DISABLE_AFTER_HOURS"]
-    _note_health(finished, now - timedelta(hours=hours))
+    if last_failures:
+        hours = current_app.config["WEBHOOKS_DISABLE_AFTER_HOURS"]
+        _switch_off_failing(last_failures, now - timedelta(hours=hours))
 
 
 def _row(done: Finished, retry_at) -> dict:
@@ -353,69 +369,64 @@ def _row(done: Finished, retry_at) -> dict:
 
 
 _webhooks = Webhook.__table__
-#: The endpoint succeeded and nothing failed after: healthy.
-_HEALTHY = (
-    update(_webhooks)
-    .where(_webhooks.c.id == bindparam("b_id"), _webhooks.c.failing_since.is_not(None))
-    .values(failing_since=None)
-)
-#: Failures after a success: failing since the first of them.
-_FAILING_AGAIN = (
+_since = bindparam("b_since", type_=DateTime())
+#: After a success (``b_reset``): failing since ``b_since``, the first
+#: failure after it, or not failing (None). Else failing since ``b_since``,
+#: unless failing already. Written even when nothing changes: the row lock
+#: it takes orders this transaction's locks (see ``_note_health``).
+_HEALTH = (
     update(_webhooks)
     .where(_webhooks.c.id == bindparam("b_id"))
-    .values(failing_since=bindparam("b_since"))
-)
-#: Failures only: failing since the first, unless it was failing already.
-_FAILING = (
-    update(_webhooks)
-    .where(_webhooks.c.id == bindparam("b_id"), _webhooks.c.failing_since.is_(None))
-    .values(failing_since=bindparam("b_since"))
+    .values(
+        failing_since=case(
+            (bindparam("b_reset", type_=Boolean()), _since),
+            else_=func.coalesce(_webhooks.c.failing_since, _since),
+        )
+    )
 )
 
 
-def _note_health(finished: list[Finished], switch_off_before: datetime) -> None:
+def _note_health(finished: list[Finished]) -> dict[str, Outcome]:
     """Keep each endpoint's ``failing_since``: when the failures since its
-    last success began (None when its last attempt succeeded). An enabled
-    endpoint failing since before ``switch_off_before`` is switched off.
+    last success began (None when its last attempt succeeded). The last
+    failure of each endpoint still failing, by endpoint.
 
-    Endpoints are updated in id order, so that two processes recording at
-    once lock their rows in the same order (no deadlock).
+    The endpoints are written in id order, so that two processes recording
+    at once lock their rows in the same order; and before their attempts,
+    as a claim, an endpoint's deletion and a switch-off lock them: no
+    deadlock.
     """
     by_endpoint: dict[str, list[Finished]] = {}
     for done in sorted(finished, key=lambda done: done.made_at):
         by_endpoint.setdefault(done.claimed.webhook_id, []).append(done)
-    rows = {_HEALTHY: [], _FAILING_AGAIN: [], _FAILING: []}
-    last_failure = {}
+    rows, last_failures = [], {}
     for webhook_id in sorted(by_endpoint):
         done = by_endpoint[webhook_id]
         succeeded = [i for i, one in enumerate(done) if one.outcome.succeeded]
         failures = done[succeeded[-1] + 1 :] if succeeded else done
-        if not failures:
-            rows[_HEALTHY].append({"b_id": webhook_id})
-            continue
-        statement = _FAILING_AGAIN if succeeded else _FAILING
-        rows[statement].append({"b_id": webhook_id, "b_since": failures[0].made_at})
-        last_failure[webhook_id] = failures[-1].outcome
-    for statement, parameters in rows.items():
-        if parameters:
-            db.session.execute(statement, parameters)
-    if last_failure:
-        _switch_off_failing(last_failure, switch_off_before)
+        since = failures[0].made_at if failures else None
+        rows.append({"b_id": webhook_id, "b_reset": bool(succeeded), "b_since": since})
+        if failures:
+            last_failures[webhook_id] = failures[-1].outcome
+    if rows:
+        db.session.execute(_HEALTH, rows)
+    return last_failures
 
 
-def _switch_off_failing(last_failure: Mapping[str, Outcome], before: datetime) -> None:
+def _switch_off_failing(last_failures: Mapping[str, Outcome], before: datetime) -> None:
+    """Switch off the enabled endpoints of ``last_failures`` failing since ``before``
+    (their rows are locked already: ``_note_health``)."""
     failing = db.session.scalars(
         select(Webhook)
         .where(
-            Webhook.id.in_(sorted(last_failure)),
+            Webhook.id.in_(sorted(last_failures)),
             Webhook.enabled,
             Webhook.failing_since <= before,
         )
         .order_by(Webhook.id)
-        .with_for_update()
     ).all()
     for webhook in failing:
-        switch_off(webhook, _last_error(last_failure[webhook.id]))
+        switch_off(webhook, _last_error(last_failures[webhook.id]))
 
 
 def _last_error(outcome: Outcome) -> str:
