@@ -242,7 +242,7 @@ def defaults(instance_path: str) -> dict:
         "WEBHOOKS_POLL_SECONDS": 1.0,
         # Attempts one process makes at the same time, on one event loop (an
         # account gets a quarter of them at most: delivery/worker.py).
-        "WEBHOOKS_CONCURRENCY": 64,
+        "WEBHOOKS_CONCURRENCY": 128,
     }
 
 

@@ -4,13 +4,15 @@ another account attacks.
 
 Each version (``--baseline REV``'s and the current one) gets a fresh
 database made by its own ``mapapi``, three accounts and an API server that
-does not deliver; then, for that version's ``mapapi worker``:
+does not deliver; then, each time with a ``mapapi worker`` of the version
+started afresh:
 
 1. **deliveries/s**: a backlog of ``--events`` deliveries to one endpoint,
    then the same number spread over ten endpoints (a version that allows at
    most two attempts in flight per endpoint serves one endpoint two at a
    time); deliveries/s is their number over the time from the first
-   arrival to the last, as in deliveries.py;
+   arrival to the last, as in deliveries.py. ``--runs`` times, the two
+   versions taking turns, so that each comparison is made seconds apart;
 2. **under attack**: one account has ten endpoints on a socket of
    127.0.0.1 that accepts and never answers, another ten whose names'
    lookups never end (names under ``.hang.test``, made to hang in the
@@ -94,8 +96,12 @@ class UnderAttack:
 class Results:
     version: Version
     backend: str
-    throughput: list[Throughput]
+    #: Each run's measurements, by the number of endpoints.
+    throughput: dict[int, list[Throughput]]
     attack: UnderAttack
+
+    def median_per_second(self, endpoints: int) -> float:
+        return statistics.median(run.per_second for run in self.throughput[endpoints])
 
 
 @dataclass
@@ -157,20 +163,35 @@ def _place(version: Version, backend: str, workdir: Path, processes: Processes):
             stop_server(processes, api)
 
 
-def measure_version(
-    version: Version, backend: str, events: int, workdir: Path, processes: Processes
-) -> Results:
-    with _place(version, backend, workdir, processes) as place:
+def measure_backend(
+    versions: list[Version], backend: str, events: int, runs: int, workdir: Path,
+    processes: Processes,
+) -> list[Results]:  # fmt: skip
+    """Each version on a database of its own; the throughput measured ``runs``
+    times, the versions taking turns (the first one first in odd runs), then
+    each version's victim under attack."""
+    with contextlib.ExitStack() as stack:
+        places = [
+            stack.enter_context(_place(version, backend, workdir, processes))
+            for version in versions
+        ]
         receiver = Receiver()
         receiver.start()
-        try:
-            throughput = [
-                _throughput(place, receiver, endpoints, events) for endpoints in (1, SPREAD)
-            ]
-            attack = _under_attack(place, receiver)
-        finally:
-            receiver.close()
-    return Results(version, backend, throughput, attack)
+        stack.callback(receiver.close)
+        measured = {place.version.name: {1: [], SPREAD: []} for place in places}
+        for run in range(runs):
+            for endpoints in (1, SPREAD):
+                for place in places if run % 2 == 0 else places[::-1]:
+                    measured[place.version.name][endpoints].append(
+                        _throughput(place, receiver, endpoints, events)
+                    )
+        return [
+            Results(
+                place.version, backend, measured[place.version.name],
+                _under_attack(place, receiver),
+            )  # fmt: skip
+            for place in places
+        ]
 
 
 def _throughput(place: _Place, receiver: Receiver, endpoints: int, deliveries: int) -> Throughput:
