@@ -109,7 +109,7 @@ def enqueue_new_events(after_pk: int = 0) -> tuple[int, int | None]:
             types=None if "*" in webhook.events else webhook.events,
         )
         for event in events:
-            if _was_enabled(webhook, event.created_at):
+            if _is_sent(webhook, event.created_at):
                 first_attempt(webhook, event)
                 made += 1
         if events:
@@ -117,9 +117,14 @@ def enqueue_new_events(after_pk: int = 0) -> tuple[int, int | None]:
     return made, webhooks[-1].pk if webhooks else None
 
 
-def _was_enabled(webhook: Webhook, moment) -> bool:
-    return webhook.enabled_since <= moment and (
-        webhook.disabled_since is None or moment < webhook.disabled_since
+def _is_sent(webhook: Webhook, moment) -> bool:
+    """Whether an event made at ``moment`` goes to ``webhook``: made while it
+    was enabled, and it has not been switched off since (its pending attempts
+    were given up then; events not yet followed are given up with them)."""
+    return (
+        webhook.disabled_reason is None
+        and webhook.enabled_since <= moment
+        and (webhook.disabled_since is None or moment < webhook.disabled_since)
     )
 
 
@@ -143,7 +148,12 @@ def _due(endpoint=Webhook):
 
 
 def _in_flight():
-    """How many attempts of the endpoint are claimed, with a lease not run out at ``:now``."""
+    """How many attempts of the endpoint are claimed, with a lease not run out at ``:now``.
+
+    Only a pending attempt has a claim (recording an outcome, or giving an
+    attempt up, clears it): the status is left out, so that the planner
+    reads the small index of claimed attempts, not the pending ones'.
+    """
     flying = _deliveries.alias("flying")
     return (
         select(func.count())
@@ -151,7 +161,6 @@ def _in_flight():
         .where(
             flying.c.webhook_id == Webhook.id,
             flying.c.claim.is_not(None),
-            flying.c.status == _PENDING,
             flying.c.next_attempt_at > bindparam("now"),
         )
         .scalar_subquery()

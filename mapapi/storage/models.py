@@ -447,6 +447,7 @@ class WebhookDelivery(db.Model):
             "ix_webhook_deliveries_pending",
             "webhook_id",
             "next_attempt_at",
+            "pk",  # the claim's order, read from the index without a sort
             postgresql_where=text("status = 'pending'"),
             sqlite_where=text("status = 'pending'"),
         ),

@@ -2,8 +2,8 @@
 
 Endpoints keep when their failures began (``failing_since``) and why the
 service disabled them (``disabled_reason``). Deliveries get the two
-partial indexes a fair claim reads by endpoint: its pending attempts by
-due time, and its claimed ones.
+partial indexes a fair claim reads by endpoint: its pending attempts in
+the order they are claimed (due time, then pk), and its claimed ones.
 
 Revision ID: c0b2e2a0530f
 Revises: c41d7e2b9a60
@@ -30,7 +30,7 @@ def upgrade():
     pending = sa.text("status = 'pending'")
     claimed = sa.text("claim IS NOT NULL")
     with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
-        batch_op.create_index('ix_webhook_deliveries_pending', ['webhook_id', 'next_attempt_at'], unique=False, postgresql_where=pending, sqlite_where=pending)
+        batch_op.create_index('ix_webhook_deliveries_pending', ['webhook_id', 'next_attempt_at', 'pk'], unique=False, postgresql_where=pending, sqlite_where=pending)
         batch_op.create_index('ix_webhook_deliveries_claimed', ['webhook_id'], unique=False, postgresql_where=claimed, sqlite_where=claimed)
 
 
