@@ -19,6 +19,7 @@ from mapapi.delivery.worker import DeliveryWorker
 from mapapi.extensions import db
 from mapapi.services.events import data_text, record_one
 
+from . import backends
 from .deployment import deployed, new_database
 from .factories import ApiClient, create_account, create_key
 from .helpers import data_of, wait_until
@@ -235,6 +236,8 @@ def test_two_workers_on_postgresql_keep_every_bound_under_attack(
     """Two workers: the victim's events each arrive within 5 s at both its
     endpoints, no endpoint ever has more than two attempts in flight across
     the two processes, and no attempt is sent twice."""
+    if not backends.on_postgres():
+        pytest.skip("run once, in the suite's PostgreSQL run (it takes half a minute)")
     with (
         new_database(tmp_path, postgres=True) as url,
         deployed(url, tmp_path, FAIR_CONFIG) as deployment,
