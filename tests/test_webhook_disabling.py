@@ -11,6 +11,7 @@ from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook as Verifier
 
 from mapapi.delivery import attempts
+from mapapi.delivery.claims import Claimed
 from mapapi.delivery.sender import Outcome
 from mapapi.delivery.worker import DeliveryWorker
 from mapapi.extensions import db
@@ -133,7 +134,7 @@ def test_a_success_in_between_keeps_an_endpoint_on(app, api, account):
     succeeded = Outcome(204, None)
 
     def outcome(webhook, result, hours_ago):
-        claimed = attempts.Claimed(
+        claimed = Claimed(
             "AAAAAAAAAAAAAAAAAAAAAA", "claim", 1, webhook["id"], account, webhook["url"],
             "whsec_x", "1", "map.created", "{}",
         )  # fmt: skip

@@ -9,9 +9,9 @@ No account slows another's deliveries, by construction:
   others need but their own slots below.
 - A process makes at most ``WEBHOOKS_CONCURRENCY`` attempts at once, an
   account at most a quarter of them (``share``), an endpoint at most two
-  across all processes (``attempts.PER_ENDPOINT``). Attempts over those
+  across all processes (``claims.PER_ENDPOINT``). Attempts over those
   bounds stay in the database, holding nothing.
-- Claims are fair (``attempts.claim_due``): accounts with due attempts
+- Claims are fair (``claims.claim_due``): accounts with due attempts
   take turns.
 - Name lookups run on threads of their own, one per name being looked up
   (``addresses.Lookups``): a name whose lookup hangs delays only the
@@ -21,7 +21,7 @@ No account slows another's deliveries, by construction:
   statement waits; the loop only hands it what finished and starts what
   it claimed.
 
-Any number of these loops may share one database (see attempts.py).
+Any number of these loops may share one database (see claims.py).
 """
 
 import asyncio
@@ -37,7 +37,7 @@ from flask import Flask
 
 from ..extensions import db
 from ..timeutil import utcnow
-from . import attempts
+from . import attempts, claims
 from .addresses import AddressRefused, GetAddrInfo, Lookups, destination, system_lookups
 from .sender import Outcome, post
 from .signing import signed_headers
@@ -73,7 +73,7 @@ class DeliveryWorker:
         self.stop = stop or threading.Event()
         config = app.config
         self.capacity = int(config["WEBHOOKS_CONCURRENCY"])
-        self.share = max(attempts.PER_ENDPOINT, int(self.capacity * ACCOUNT_SHARE))
+        self.share = max(claims.PER_ENDPOINT, int(self.capacity * ACCOUNT_SHARE))
         self.poll_seconds = float(config["WEBHOOKS_POLL_SECONDS"])
         self.lease_seconds = float(config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS))
         self.schedule = tuple(config["WEBHOOKS_RETRY_SCHEDULE"])
@@ -127,7 +127,7 @@ class DeliveryWorker:
             pass
         self._wake.clear()
 
-    def step(self, free: int, busy: dict[str, int]) -> tuple[list[attempts.Claimed], bool]:
+    def step(self, free: int, busy: dict[str, int]) -> tuple[list[claims.Claimed], bool]:
         """One round, on the database thread: record what finished, claim up
         to ``free`` due attempts (``busy``: this process's in flight, by
         account), then follow the feed for a slice of time. The attempts
@@ -137,7 +137,7 @@ class DeliveryWorker:
                 self._record_finished()
                 claimed = []
                 if free:
-                    claimed = attempts.claim_due(free, self.share, busy, self.lease_seconds)
+                    claimed = claims.claim_due(free, self.share, busy, self.lease_seconds)
                 db.session.commit()  # the claims, and the outcomes recorded before them
                 following = self._follow_feed()
                 self._prune_now_and_then()
@@ -188,7 +188,7 @@ class DeliveryWorker:
             finally:
                 db.session.remove()
 
-    async def _attempt(self, claimed: attempts.Claimed) -> None:
+    async def _attempt(self, claimed: claims.Claimed) -> None:
         """Make one attempt; the database thread records its outcome."""
         made_at, started = utcnow(), time.monotonic()
         try:
@@ -214,7 +214,7 @@ class DeliveryWorker:
             )  # fmt: skip
         self._finished.put(finished)
 
-    async def send(self, claimed: attempts.Claimed) -> Outcome:
+    async def send(self, claimed: claims.Claimed) -> Outcome:
         """Resolve and check the address now, sign, POST."""
         try:
             found = await destination(

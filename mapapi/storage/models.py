@@ -440,7 +440,7 @@ class WebhookDelivery(db.Model):
         Index(None, "webhook_id", "pk"),
         Index(None, "status", "next_attempt_at"),
         # An endpoint's next due attempts, and its attempts in flight, each
-        # found without reading its backlog (delivery.attempts.claim_due).
+        # found without reading its backlog (delivery.claims.claim_due).
         # Partial: finished attempts (most rows) and unclaimed ones cost
         # these indexes nothing.
         Index(
