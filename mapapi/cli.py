@@ -26,6 +26,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from . import server
 from .config import SettingError, without_password
 from .contract.schemas import SCOPES
+from .delivery.addresses import warn_if_private_allowed
 from .delivery.worker import DeliveryWorker, start_in_background
 from .extensions import db
 from .http.errors import APIError
@@ -166,6 +167,7 @@ def serve_command(host, port, **limits):
     """Run the API under waitress (creates the schema on an empty database)."""
     log_to_stderr()
     app = current_app._get_current_object()
+    warn_if_private_allowed(app.config["WEBHOOKS_ALLOW_PRIVATE"])
     check_address(host, port)
     open_database(create=True)
     with _startup_errors():
@@ -223,6 +225,7 @@ def check_address(host: str, port: int) -> None:
 def worker_command():
     """Deliver webhooks only (no HTTP server), until SIGTERM or SIGINT."""
     log_to_stderr()
+    warn_if_private_allowed(current_app.config["WEBHOOKS_ALLOW_PRIVATE"])
     open_database()
     with _startup_errors():
         prepare_schema()

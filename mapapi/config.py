@@ -68,6 +68,24 @@ def integer(minimum: int) -> Callable[[Any], int]:
     return parse
 
 
+#: Hours a setting may hold at most (a timedelta holds about 2.7 million years).
+MAX_HOURS = 1_000_000
+
+
+def hours(value) -> float:
+    """A decimal number of hours above 0 (``0.01`` is 36 s), at most ``MAX_HOURS``."""
+    if isinstance(value, bool):
+        raise ValueError
+    if not isinstance(value, (int, float)):
+        text = str(value).strip()
+        if not re.fullmatch(r"[0-9]{1,7}(\.[0-9]{1,9})?|\.[0-9]{1,9}", text):
+            raise ValueError
+        value = float(text)
+    if not 0 < value <= MAX_HOURS:
+        raise ValueError
+    return float(value)
+
+
 def rate(value) -> str:
     """A limit ``limits`` reads, of at least one request: kept as written."""
     text = str(value).strip()
@@ -201,6 +219,9 @@ SETTINGS = (
     Setting("MAPAPI_EVENTS_RETENTION_DAYS", "EVENTS_RETENTION_DAYS", integer(1), "30", "a whole number of days, 1 or more"),
     Setting("MAPAPI_WEBHOOKS_ALLOW_PRIVATE", "WEBHOOKS_ALLOW_PRIVATE", boolean, "0", _BOOLEAN),
     Setting("MAPAPI_WEBHOOKS_DELIVER", "WEBHOOKS_DELIVER", boolean, "1", _BOOLEAN),
+    # An endpoint every attempt to which has failed for this long is switched off.
+    Setting("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "WEBHOOKS_DISABLE_AFTER_HOURS", hours, "120",
+            f"a decimal number of hours above 0 and at most {MAX_HOURS}, such as 120 or 0.5"),
     Setting("MAPAPI_IDEMPOTENCY_TTL_HOURS", "IDEMPOTENCY_TTL_HOURS", integer(1), "24", "a whole number of hours, 1 or more"),
     # How long a key stays "in use" when the process running its request
     # died: a retry after that runs the request afresh (docs/decisions.md).
@@ -246,8 +267,9 @@ def defaults(instance_path: str) -> dict:
         "WEBHOOKS_RETRY_SCHEDULE": (5, 30, 120, 600, 3600, 21600, 86400),
         # How often an idle delivery worker looks for new events and due attempts.
         "WEBHOOKS_POLL_SECONDS": 1.0,
-        # Attempts one process makes at the same time.
-        "WEBHOOKS_CONCURRENCY": 8,
+        # Attempts one process makes at the same time, on one event loop (an
+        # account gets a quarter of them at most: delivery/worker.py).
+        "WEBHOOKS_CONCURRENCY": 128,
     }
 
 
@@ -302,6 +324,9 @@ def engine_options(database_url: str, pool_size: int) -> dict:
         "max_overflow": pool_size,
         "pool_timeout": 5,
         "json_serializer": document_text,
+        # A failed statement's error, and SQLAlchemy's own statement log,
+        # never show its parameters (a webhook's secret, a key's hash).
+        "hide_parameters": True,
     }
     if database_url.startswith("postgresql"):
         options["connect_args"] = {

@@ -15,11 +15,24 @@ So lines are kept in memory and written together:
 
 Lines keep their order. What a SIGKILL can lose is the last
 ``FLUSH_SECONDS`` of informational lines.
+
+Every record is one line (``OneLineFormatter``): a line break inside a
+message is written escaped, and an exception becomes its type, a safe
+description and where it was raised, on the same line. A failed
+statement is described by its table and error (``failed_statements``),
+never its parameters nor the values a driver's message quotes.
 """
 
 import logging
+import re
 import threading
 import time
+import traceback
+from pathlib import PurePath
+
+from sqlalchemy.exc import StatementError
+
+from .storage.failed_statements import describe, first_line
 
 FLUSH_SECONDS = 0.2
 FLUSH_BYTES = 64 * 1024
@@ -88,8 +101,55 @@ class BatchedStreamHandler(logging.StreamHandler):
             self.flush()
 
 
+#: What ``str.splitlines`` breaks a line at.
+_LINE_BREAKS = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+#: Frames of a traceback a line names, innermost first.
+FRAMES_SHOWN = 8
+#: Characters of an exception's message a line keeps.
+MESSAGE_CHARACTERS = 200
+
+
+class OneLineFormatter(logging.Formatter):
+    """``logging.Formatter``, each record on one line (see the module's docstring)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = record.getMessage()
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
+        if record.exc_info and record.exc_info[1] is not None:
+            line += " | " + describe_exception(record.exc_info[1])
+        if record.stack_info:
+            line += " | " + record.stack_info
+        return _LINE_BREAKS.sub(_escaped, line)
+
+
+def describe_exception(error: BaseException) -> str:
+    """``Type: what happened (at file.py:12 in f < caller.py:40 in g)``.
+
+    A failed statement says its table and its error only; another
+    exception the first line of its message, cut to ``MESSAGE_CHARACTERS``.
+    """
+    if isinstance(error, StatementError):
+        what = describe(error)
+    else:
+        what = first_line(error)[:MESSAGE_CHARACTERS]
+    frames = traceback.extract_tb(error.__traceback__)[-FRAMES_SHOWN:]
+    where = " < ".join(
+        f"{PurePath(frame.filename).parent.name}/{PurePath(frame.filename).name}:"
+        f"{frame.lineno} in {frame.name}"
+        for frame in reversed(frames)
+    )
+    text = f"{type(error).__name__}: {what}" if what else type(error).__name__
+    return f"{text} (at {where})" if where else text
+
+
+def _escaped(found: re.Match) -> str:
+    return found.group().encode("unicode_escape").decode("ascii")
+
+
 def log_to_stderr() -> None:
-    """Time, level, logger and message on stderr, written in batches.
+    """Time, level, logger and message on stderr, one line a record, written in batches.
 
     The format names no thread, process or source line, so records skip
     collecting them (the logging HOWTO's "Optimization"): the access log
@@ -98,4 +158,6 @@ def log_to_stderr() -> None:
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     logging._srcfile = None  # no caller lookup (findCaller) per record
     if not logging.root.handlers:  # else basicConfig would leave them, and this one unused
-        logging.basicConfig(level=logging.INFO, format=FORMAT, handlers=[BatchedStreamHandler()])
+        handler = BatchedStreamHandler()
+        handler.setFormatter(OneLineFormatter(FORMAT))
+        logging.basicConfig(level=logging.INFO, handlers=[handler])

@@ -45,11 +45,13 @@ class Limits:
     #: A refused body is read and dropped up to this size, so that the
     #: client reads the answer; past it the connection is closed.
     drain_bytes: int = 4 * 1024 * 1024
+    #: Sockets the process opens itself: its webhook attempts, when it delivers.
+    outgoing_sockets: int = 0
 
     def open_files_needed(self) -> int:
         # A connection is a socket, plus a temporary file for a body over
         # 512 KiB or for answers waiting past 1 MiB; a few for the rest.
-        return 2 * self.connection_limit + 64
+        return 2 * self.connection_limit + 64 + self.outgoing_sockets
 
 
 #: The settings of `mapapi serve` beyond its address: option, variable, help.
@@ -109,7 +111,10 @@ def raise_open_files_limit(limits: Limits) -> Limits:
 
 
 def serve(app, host: str, port: int, limits: Limits | None = None) -> None:
-    limits = replace(limits or Limits(), body_bytes=app.config["MAX_CONTENT_LENGTH"])
+    attempts = app.config["WEBHOOKS_CONCURRENCY"] if app.config["WEBHOOKS_DELIVER"] else 0
+    limits = replace(
+        limits or Limits(), body_bytes=app.config["MAX_CONTENT_LENGTH"], outgoing_sockets=attempts
+    )
     limits = raise_open_files_limit(limits)
     server = create_server(app, host, port, limits)
     stopping = threading.Event()

@@ -1,12 +1,13 @@
 """A real HTTP receiver of webhooks on 127.0.0.1, for delivery tests.
 
 It records every request (headers and exact body bytes) and answers what
-the test scripts: a status per request, in order, then ``default``.
+the test scripts: a status per request, in order, then ``default``; it
+counts the requests it answers at once, by path.
 """
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +28,9 @@ class Receiver:
         self.arrived = threading.Condition()
         #: Seconds to hold each request before answering (a slow receiver).
         self.hold = 0.0
+        #: Requests being answered now, and the most at once, by path.
+        self.answering: Counter[str] = Counter()
+        self.most_at_once: Counter[str] = Counter()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,14 +45,22 @@ class Receiver:
                     )
                     receiver.arrived.notify_all()
                     status = receiver.script.popleft() if receiver.script else receiver.default
-                if receiver.hold:
-                    time.sleep(receiver.hold)
-                self.send_response(status)
-                if 300 <= status < 400:
-                    self.send_header("Location", "/elsewhere")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                    receiver.answering[self.path] += 1
+                    receiver.most_at_once[self.path] = max(
+                        receiver.most_at_once[self.path], receiver.answering[self.path]
+                    )
+                try:
+                    if receiver.hold:
+                        time.sleep(receiver.hold)
+                    self.send_response(status)
+                    if 300 <= status < 400:
+                        self.send_header("Location", "/elsewhere")
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                finally:
+                    with receiver.arrived:
+                        receiver.answering[self.path] -= 1
 
             def log_message(self, *_args):
                 pass

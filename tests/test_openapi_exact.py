@@ -31,6 +31,7 @@ READ_ONLY = {
     "TagInput": {"id", "mapId", "createdAt", "updatedAt"},
     "LayerInput": {"id", "mapId", "createdAt", "updatedAt"},
     "KeyInput": {"id", "status", "prefix", "createdAt", "lastUsedAt"},
+    "WebhookInput": {"id", "disabledReason", "createdAt", "updatedAt"},
 }
 
 
@@ -83,6 +84,18 @@ def test_read_only_fields_are_read_only_in_every_request_body(document):
             marked = {field for field, rule in properties.items() if rule.get("readOnly")}
             assert marked == fields, schema
             assert not any(rule.get("writeOnly") for rule in properties.values()), schema
+
+
+def test_the_webhook_switched_off_is_described(document):
+    schemas = document["components"]["schemas"]
+    reason = schemas["Webhook"]["properties"]["disabledReason"]
+    assert "null" in reason["type"] and "MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS" in reason["description"]
+    assert "disabledReason" in schemas["Webhook"]["required"]
+    selectors = schemas["WebhookInput"]["properties"]["events"]["items"]["enum"]
+    assert {"webhook.*", "webhook.disabled", "*"} <= set(selectors)
+    assert "webhook.disabled" in schemas["Event"]["properties"]["type"]["enum"]
+    created_at = schemas["Delivery"]["properties"]["createdAt"]
+    assert "made" in created_at["description"] and "scheduled" in created_at["description"]
 
 
 def test_every_request_body_has_an_example_that_its_schema_accepts(document):

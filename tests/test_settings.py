@@ -57,6 +57,9 @@ BAD_SETTINGS = [
     ("MAPAPI_BOOTSTRAP", "enabled", ["MAPAPI_BOOTSTRAP", "1 0 true false"]),
     ("MAPAPI_WEBHOOKS_ALLOW_PRIVATE", "maybe", ["MAPAPI_WEBHOOKS_ALLOW_PRIVATE", "1 0 true false"]),
     ("MAPAPI_WEBHOOKS_DELIVER", "1 # on", ["MAPAPI_WEBHOOKS_DELIVER", "1 0 true false"]),
+    ("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "0", ["MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "above 0"]),
+    ("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "5 days", ["MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "hours"]),
+    ("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "1e3", ["MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "decimal"]),
     ("MAPAPI_DATABASE_POOL_SIZE", "eight", ["MAPAPI_DATABASE_POOL_SIZE", "whole number"]),
     ("MAPAPI_DATABASE_POOL_SIZE", "0", ["MAPAPI_DATABASE_POOL_SIZE", "1 or more"]),
     ("MAPAPI_TRUSTED_PROXIES", "-1", ["MAPAPI_TRUSTED_PROXIES", "0 or more"]),
@@ -121,12 +124,14 @@ def test_settings_are_read_into_the_values_the_code_uses(tmp_path, monkeypatch):
     monkeypatch.setenv("MAPAPI_GZIP_MIN_BYTES", "0")
     monkeypatch.setenv("MAPAPI_CORS_ORIGINS", "https://App.example.com, http://localhost:3000")
     monkeypatch.setenv("MAPAPI_EVENTS_RETENTION_DAYS", "7")
+    monkeypatch.setenv("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", " 0.01 ")
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'x.sqlite3'}"})
     assert app.config["GZIP_MIN_BYTES"] == 0
     assert app.config["CORS_ORIGINS"] == ("https://app.example.com", "http://localhost:3000")
     assert app.config["EVENTS_RETENTION_DAYS"] == 7
     assert app.config["IDEMPOTENCY_TTL_HOURS"] == 24
     assert app.config["WEBHOOKS_ALLOW_PRIVATE"] is False
+    assert app.config["WEBHOOKS_DISABLE_AFTER_HOURS"] == 0.01
 
 
 def test_a_bad_value_in_instance_config_names_its_key(tmp_path):

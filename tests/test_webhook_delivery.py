@@ -1,6 +1,7 @@
 """Webhook delivery: a real receiver on 127.0.0.1, the worker loop, the
 sender's bounds and the address guard at every attempt."""
 
+import asyncio
 import json
 import logging
 import shutil
@@ -9,19 +10,29 @@ import ssl
 import subprocess
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook as Verifier
 
-from mapapi.delivery.addresses import AddressRefused, Destination, destination, parse_url
-from mapapi.delivery.sender import MAX_ANSWER_BYTES, post
+from mapapi.delivery import sender
+from mapapi.delivery.addresses import (
+    AddressRefused,
+    Destination,
+    Lookups,
+    destination,
+    parse_url,
+)
+from mapapi.delivery.sender import MAX_ANSWER_BYTES
 from mapapi.delivery.worker import DeliveryWorker
 from mapapi.extensions import db
 from mapapi.services.events import data_text, event_body, read_after, record_one
 from mapapi.storage.models import Event, WebhookDelivery
+from mapapi.timeutil import parse_timestamp
 
-from .helpers import data_of
+from .helpers import data_of, wait_until
+from .hostile_peers import HANGING_DOMAIN, HangingResolver
 from .receiver import Receiver
 
 QUICK_SCHEDULE = (0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1)
@@ -205,6 +216,29 @@ def test_an_attempt_is_given_up_after_eight(app, api, account, receiver, worker)
     assert all(a["nextAttemptAt"] is not None for a in log[1:])
 
 
+def test_an_attempt_is_logged_when_scheduled_then_when_made(app, api, receiver, worker):
+    app.config["WEBHOOKS_RETRY_SCHEDULE"] = (1.0,) * 7
+    receiver.script.append(500)
+    endpoint = create_endpoint(api, receiver.url)
+    data_of(api.post(f"/webhooks/{endpoint['id']}/ping"), 202)
+    worker()
+
+    def second_attempt():
+        log = attempts(api, endpoint["id"])
+        return log[0] if log[0]["attempt"] == 2 else None
+
+    assert wait_until(second_attempt, 20)
+    pending = second_attempt()
+    assert pending["status"] == "pending"  # due a second after it was scheduled
+    scheduled = parse_timestamp(pending["createdAt"])
+    due = parse_timestamp(pending["nextAttemptAt"])
+    assert timedelta(seconds=0.9) <= due - scheduled <= timedelta(seconds=1.1)
+    assert receiver.wait_for(lambda got: len(got) == 2)
+    assert wait_until(lambda: second_attempt()["status"] == "succeeded", 20)
+    made = parse_timestamp(second_attempt()["createdAt"])
+    assert due <= made <= due + timedelta(seconds=5)
+
+
 def test_the_retry_schedule_defaults_to_the_contracts():
     from mapapi.config import defaults
 
@@ -279,7 +313,12 @@ def test_events_before_creation_or_while_disabled_are_not_sent(app, api, account
 
 
 def local(url: str) -> Destination:
-    return destination(url, allow_private=True)
+    return asyncio.run(destination(url, allow_private=True))
+
+
+def post(*args, **kwargs) -> sender.Outcome:
+    """One attempt's POST, on an event loop of its own."""
+    return asyncio.run(sender.post(*args, **kwargs))
 
 
 def test_the_sender_connects_to_the_checked_address_and_keeps_the_name(receiver):
@@ -294,9 +333,9 @@ def test_the_sender_connects_to_the_checked_address_and_keeps_the_name(receiver)
 
 def test_a_name_resolving_to_loopback_is_refused_at_the_attempt():
     with pytest.raises(AddressRefused):
-        destination("http://localhost:9/", allow_private=False)
+        asyncio.run(destination("http://localhost:9/", allow_private=False))
     with pytest.raises(AddressRefused):
-        destination("http://LOCALHOST:9/", allow_private=False)
+        asyncio.run(destination("http://LOCALHOST:9/", allow_private=False))
     assert local("http://localhost:9/").address == "127.0.0.1"
 
 
@@ -312,6 +351,30 @@ def test_a_private_address_found_at_the_attempt_fails_it(app, api, receiver, wor
     assert first["status"] == "failed" and first["responseStatus"] is None
     assert first["error"].startswith("address refused")
     assert receiver.received == []
+
+
+def test_a_hanging_lookup_delays_its_own_name_only_and_is_shared():
+    resolver = HangingResolver()
+    lookups = Lookups(resolver)
+
+    async def resolve_both():
+        hanging = [lookups.resolve_async(f"a{HANGING_DOMAIN}", 80, timeout=0.5) for _ in range(20)]
+        started = time.monotonic()
+        found = await lookups.resolve_async("localhost", 80, timeout=5)
+        quick = time.monotonic() - started
+        outcomes = await asyncio.gather(*hanging, return_exceptions=True)
+        return found, quick, outcomes
+
+    try:
+        found, quick, outcomes = asyncio.run(resolve_both())
+        assert "127.0.0.1" in found and quick < 0.5
+        assert all(isinstance(outcome, OSError) for outcome in outcomes)
+        assert str(outcomes[0]) == "no answer within 0.5 s"  # no host name: it is logged
+        with pytest.raises(OSError):
+            lookups.resolve(f"a{HANGING_DOMAIN}", 80, timeout=0.2)
+        assert resolver.calls == {f"a{HANGING_DOMAIN}": 1}  # twenty-one waits, one lookup
+    finally:
+        resolver.release()
 
 
 class RawServer:

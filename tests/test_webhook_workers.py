@@ -2,104 +2,15 @@
 PostgreSQL database never send one attempt twice; one killed mid-delivery
 loses nothing) and `mapapi serve`'s background delivery."""
 
-import os
 import signal
-import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
-import requests
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from standardwebhooks.webhooks import Webhook as Verifier
 
-from . import backends
-from .helpers import ServeProcess, mapapi_program, wait_until
+from .deployment import deployed, new_database
+from .helpers import wait_until
 from .receiver import Receiver
-
-API = "/api/v1"
-#: Quick enough for a test: retries and leases in fractions of a second.
-WORKER_CONFIG = """
-WEBHOOKS_POLL_SECONDS = 0.05
-WEBHOOKS_LEASE_SECONDS = 2
-WEBHOOKS_RETRY_SCHEDULE = (0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2)
-"""
-
-
-class Deployment:
-    """One database, the environment of `mapapi` commands on it, and a key."""
-
-    def __init__(self, database_url: str, tmp_path: Path):
-        self.database_url = database_url
-        self.tmp_path = tmp_path
-        instance = tmp_path / "instance"
-        instance.mkdir()
-        (instance / "config.py").write_text(WORKER_CONFIG)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("MAPAPI_")}
-        self.env.update(
-            MAPAPI_DATABASE_URL=database_url,
-            MAPAPI_INSTANCE_PATH=str(instance),
-            MAPAPI_BOOTSTRAP="0",
-            MAPAPI_WEBHOOKS_ALLOW_PRIVATE="1",
-            MAPAPI_RATELIMIT_GENERAL="1000000 per hour",
-        )
-        self.processes: list[subprocess.Popen] = []
-        self.servers: list[ServeProcess] = []
-        self.command("db", "upgrade")
-        self.command("accounts", "create", "hooks@example.com")
-        self.key = self.command("keys", "create", "hooks@example.com", "--name", "t").strip()
-
-    def command(self, *args) -> str:
-        result = subprocess.run(
-            [mapapi_program(), *args], cwd=self.tmp_path, env=self.env,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert result.returncode == 0, (args, result.stderr)
-        return result.stdout
-
-    def worker(self, name: str) -> subprocess.Popen:
-        with open(self.tmp_path / f"{name}.err", "wb") as err:
-            process = subprocess.Popen(
-                [mapapi_program(), "worker"], cwd=self.tmp_path, env=self.env,
-                stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
-        self.processes.append(process)
-        return process
-
-    def serve(self, name: str, **env) -> ServeProcess:
-        server = ServeProcess({**self.env, **env}, self.tmp_path, name, threads=8)
-        self.servers.append(server)
-        server.wait_until_up(20)
-        return server
-
-    def call(self, server: ServeProcess, method: str, path: str, status: int, **kwargs):
-        response = requests.request(
-            method, server.base + API + path, timeout=15,
-            headers={"Authorization": f"Bearer {self.key}"}, **kwargs,
-        )  # fmt: skip
-        assert response.status_code == status, response.text
-        return response.json()["data"]
-
-    def rows(self, sql: str) -> list:
-        engine = create_engine(self.database_url)
-        try:
-            with engine.connect() as connection:
-                return connection.execute(text(sql)).all()
-        finally:
-            engine.dispose()
-
-    def close(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-        for server in self.servers:
-            server.stop()
 
 
 @pytest.fixture
@@ -109,34 +20,17 @@ def receiver():
     receiver.close()
 
 
-def _deployment(database_url, tmp_path):
-    deployment = Deployment(database_url, tmp_path)
-    try:
-        yield deployment
-    finally:
-        deployment.close()
-
-
 @pytest.fixture
 def postgres_deployment(postgres_server, tmp_path):
-    url = backends.create_postgres_database()
-    try:
-        yield from _deployment(url, tmp_path)
-    finally:
-        backends.drop_postgres_database(url)
+    with new_database(tmp_path, postgres=True) as url, deployed(url, tmp_path) as deployment:
+        yield deployment
 
 
 @pytest.fixture
-def deployment(app_config, tmp_path):
+def deployment(tmp_path):
     """On the suite's backend: a new SQLite file, or a new PostgreSQL database."""
-    if make_url(app_config["SQLALCHEMY_DATABASE_URI"]).get_backend_name() == "postgresql":
-        url = backends.create_postgres_database()
-        try:
-            yield from _deployment(url, tmp_path)
-        finally:
-            backends.drop_postgres_database(url)
-    else:
-        yield from _deployment(f"sqlite:///{tmp_path / 'hooks.sqlite3'}", tmp_path)
+    with new_database(tmp_path) as url, deployed(url, tmp_path) as deployment:
+        yield deployment
 
 
 def test_two_workers_on_postgresql_never_send_one_attempt_twice(postgres_deployment, receiver):
@@ -217,6 +111,19 @@ def test_serve_delivers_in_the_background_unless_turned_off(deployment, receiver
     assert receiver.wait_for(lambda got: len(got) == 1, 20)
     event = Verifier(endpoint["secret"]).verify(receiver.received[0].body, receiver.received[0].headers)
     assert event["type"] == "ping"
+
+
+def test_serve_and_worker_warn_at_start_while_private_addresses_are_allowed(deployment):
+    warning = "WARNING mapapi.delivery.addresses: MAPAPI_WEBHOOKS_ALLOW_PRIVATE=1:"
+    for allowed in ("1", "0"):
+        worker = deployment.worker(f"worker-{allowed}", MAPAPI_WEBHOOKS_ALLOW_PRIVATE=allowed)
+        log = deployment.tmp_path / f"worker-{allowed}.err"
+        assert wait_until(lambda log=log: "Delivering webhooks" in log.read_text(), 30)
+        server = deployment.serve(f"serve-{allowed}", MAPAPI_WEBHOOKS_ALLOW_PRIVATE=allowed)
+        for written in (log.read_text(), server.stderr()):
+            assert (warning in written) is (allowed == "1"), written
+        worker.terminate()
+        server.stop()
 
 
 def test_worker_stops_on_sigterm(deployment):

@@ -7,14 +7,39 @@ import threading
 import pytest
 from sqlalchemy import select
 
+from mapapi.delivery.addresses import is_forbidden
 from mapapi.extensions import db
 from mapapi.storage.models import Webhook, WebhookDelivery
 
 from .factories import create_key, error_code, make_map
 from .helpers import TIMESTAMP, data_of, validation_details
 
-FIELDS = {"id", "url", "events", "mapId", "description", "enabled", "createdAt", "updatedAt"}
+FIELDS = {
+    "id", "url", "events", "mapId", "description", "enabled", "disabledReason", "createdAt",
+    "updatedAt",
+}  # fmt: skip
 PUBLIC_URL = "https://93.184.215.14/hooks/mapapi"
+
+#: IPv6 addresses, and whether the address rule refuses them.
+IPV6_ADDRESSES = {
+    "fec0::1": True,  # site-local (deprecated, but routed inside some networks)
+    "feff:ffff::1": True,  # the end of fec0::/10
+    "2002:7f00:1::": True,  # 6to4 of 127.0.0.1
+    "2002:a00:1::1": True,  # 6to4 of 10.0.0.1
+    "2002:c0a8:101::": True,  # 6to4 of 192.168.1.1
+    "2002:a9fe:a9fe::": True,  # 6to4 of 169.254.169.254 (cloud metadata)
+    "2002::": True,  # 6to4 of 0.0.0.0
+    "64:ff9b::7f00:1": True,  # NAT64 of 127.0.0.1
+    "64:ff9b::a9fe:a9fe": True,  # NAT64 of 169.254.169.254
+    "64:ff9b::c0a8:101": True,  # NAT64 of 192.168.1.1
+    "64:ff9b:1::a00:1": True,  # NAT64's local-use prefix
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2": True,  # Teredo
+    "2001::5db8:d70e": True,  # Teredo, whatever it embeds
+    "::7f00:1": True,  # IPv4-compatible (deprecated) 127.0.0.1
+    "2002:5db8:d70e::1": False,  # 6to4 of 93.184.215.14, public
+    "64:ff9b::5db8:d70e": False,  # NAT64 of 93.184.215.14, public
+    "2606:4700:4700::1111": False,  # a public IPv6 address
+}
 
 
 @pytest.fixture
@@ -88,11 +113,23 @@ def test_bad_urls_are_refused(api, url):
         "http://[::]/",
         "http://100.64.0.1/",
         "http://[fc00::1]/",
+        *(f"http://[{address}]/" for address, forbidden in IPV6_ADDRESSES.items() if forbidden),
     ],
 )
 def test_urls_inside_the_network_are_refused(api, url):
     details = validation_details(api.post("/webhooks", json={"url": url, "events": ["*"]}))
     assert list(details) == ["url"]
+
+
+@pytest.mark.parametrize("address, forbidden", IPV6_ADDRESSES.items())
+def test_the_address_rule_judges_ipv6_and_the_ipv4_it_carries(address, forbidden):
+    assert is_forbidden(address) is forbidden
+
+
+def test_a_public_address_carried_by_6to4_or_nat64_is_accepted(api):
+    for address, forbidden in IPV6_ADDRESSES.items():
+        if not forbidden:
+            assert create(api, url=f"https://[{address}]/in")["url"] == f"https://[{address}]/in"
 
 
 def test_a_name_that_resolves_to_loopback_is_refused(api):
@@ -290,3 +327,56 @@ def test_a_changed_url_is_saved_and_checked(api):
     created = create(api)
     moved = data_of(api.put(f"/webhooks/{created['id']}", json={"url": " https://93.184.215.15/x "}))
     assert moved["url"] == "https://93.184.215.15/x" and moved["updatedAt"] > created["updatedAt"]
+
+
+def test_a_create_answers_the_etag_its_get_then_gives(api):
+    response = api.post("/webhooks", json={"url": PUBLIC_URL, "events": ["*"]})
+    assert response.status_code == 201 and "secret" in response.get_json()["data"]
+    shown = api.get(f"/webhooks/{response.get_json()['data']['id']}")
+    assert response.headers["ETag"] == shown.headers["ETag"]
+    keyed = {"Idempotency-Key": "create-once"}
+    first = api.post("/webhooks", json={"url": PUBLIC_URL, "events": ["*"]}, headers=keyed)
+    replayed = api.post("/webhooks", json={"url": PUBLIC_URL, "events": ["*"]}, headers=keyed)
+    assert replayed.headers["Idempotent-Replayed"] == "true"
+    assert "secret" not in replayed.get_json()["data"]
+    shown = api.get(f"/webhooks/{first.get_json()['data']['id']}")
+    assert first.headers["ETag"] == replayed.headers["ETag"] == shown.headers["ETag"]
+    assert replayed.get_data() == shown.get_data()
+
+
+@pytest.mark.parametrize("with_url", [False, True], ids=["without url", "with url"])
+def test_exactly_one_of_two_editors_with_the_same_if_match_wins(app, live_server, key, with_url):
+    import requests
+
+    headers = {"Authorization": f"Bearer {key}"}
+    base = f"{live_server}/api/v1/webhooks"
+    created = requests.post(
+        base, json={"url": PUBLIC_URL, "events": ["*"]}, headers=headers, timeout=30
+    )
+    webhook_id = created.json()["data"]["id"]
+    for round_number in range(30):
+        etag = requests.get(f"{base}/{webhook_id}", headers=headers, timeout=30).headers["ETag"]
+        barrier = threading.Barrier(2)
+        statuses = {}
+
+        def edit(editor):
+            body = {"description": f"{round_number}-{editor}"}
+            if with_url:  # a public address: the name lookup's path, without the network
+                body["url"] = f"https://93.184.215.{10 + editor}/r{round_number}"
+            barrier.wait()
+            response = requests.put(
+                f"{base}/{webhook_id}", json=body, headers={**headers, "If-Match": etag}, timeout=30
+            )
+            statuses[editor] = response.status_code
+
+        editors = [threading.Thread(target=edit, args=(editor,)) for editor in (0, 1)]
+        for editor in editors:
+            editor.start()
+        for editor in editors:
+            editor.join()
+        assert sorted(statuses.values()) == [200, 412], (round_number, statuses)
+        winner = next(editor for editor, status in statuses.items() if status == 200)
+        shown = requests.get(f"{base}/{webhook_id}", headers=headers, timeout=30).json()["data"]
+        assert shown["description"] == f"{round_number}-{winner}"
+        if with_url:
+            assert shown["url"] == f"https://93.184.215.{10 + winner}/r{round_number}"

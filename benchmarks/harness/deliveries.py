@@ -130,7 +130,7 @@ def measure_deliveries(url, seeded: Seeded, events: int, workdir: Path, processe
                 "description": f"benchmark: {label}",
             }
             webhook = call(api.base_url, "POST", "/webhooks", headers, json.dumps(endpoint))
-            receiver.expect(webhook["secret"])
+            receiver.expect({"/hook": webhook["secret"]})
             made = make_events(api.base_url, headers, seeded, counter, events, f"hooks{number}")
             results.append(deliver(place, (label, command, count), made, receiver))
             call(api.base_url, "DELETE", f"/webhooks/{webhook['id']}", headers)

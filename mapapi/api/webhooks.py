@@ -1,6 +1,6 @@
 """Webhook endpoints: where the account's events are delivered, signed."""
 
-from flask import Blueprint, g
+from flask import Blueprint, g, request
 
 from ..contract.openapi import operation
 from ..contract.pagination import PageQuerySchema, list_schema, paginate
@@ -13,6 +13,8 @@ from ..contract.webhook_schemas import (
     WebhookSchema,
 )
 from ..extensions import db
+from ..http.errors import settled
+from ..http.etags import check_precondition, checks_own_precondition
 from ..http.payload import load_body, load_query, respond
 from ..services import webhooks as service
 
@@ -44,10 +46,16 @@ def get_webhook(webhook_id):
 
 @bp.put("/webhooks/<webhook_id>")
 @operation(body=WebhookInputSchema(partial=True), response=WebhookSchema)
+@checks_own_precondition
 def update_webhook(webhook_id):
     """Update a webhook endpoint; events made while it is disabled are never sent to it."""
     service.find_webhook(webhook_id, g.account)  # an unknown id answers before the body
-    webhook = service.update_webhook(webhook_id, g.account, load_body())
+    # The URL's name lookup may take seconds: done first, then If-Match is
+    # compared and the endpoint written in one transaction, under one lock.
+    read_data = settled(load_body)
+    url_problems = settled(lambda: service.address_problems(read_data()))
+    check_precondition(request)
+    webhook = service.update_webhook(webhook_id, g.account, read_data(), url_problems())
     db.session.commit()
     return respond(webhook)
 

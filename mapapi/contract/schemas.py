@@ -365,11 +365,20 @@ class DeletedSchema(Schema):
 
 # --- the change feed ----------------------------------------------------------
 
-EVENT_RESOURCES = ("map", "location", "category", "tag", "layer")
+_CHANGES = ("created", "updated", "deleted")
+#: Each resource of the feed and what its events say happened to it; a
+#: webhook endpoint's one event is the service switching it off.
+EVENT_ACTIONS = {
+    "map": _CHANGES,
+    "location": _CHANGES,
+    "category": _CHANGES,
+    "tag": _CHANGES,
+    "layer": _CHANGES,
+    "webhook": ("disabled",),
+}
+EVENT_RESOURCES = tuple(EVENT_ACTIONS)
 EVENT_TYPES = tuple(
-    f"{resource}.{action}"
-    for resource in EVENT_RESOURCES
-    for action in ("created", "updated", "deleted")
+    f"{resource}.{action}" for resource, actions in EVENT_ACTIONS.items() for action in actions
 )
 EVENT_PATTERNS = frozenset(EVENT_TYPES) | {f"{resource}.*" for resource in EVENT_RESOURCES}
 #: The largest event id a cursor may hold (PostgreSQL's bigint).

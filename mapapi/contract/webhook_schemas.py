@@ -36,6 +36,7 @@ class WebhookInputSchema(InputSchema):
     enabled = StrictBoolean(load_default=True)
 
     id = Ignored()
+    disabled_reason = Ignored(data_key="disabledReason")
     created_at = Ignored(data_key="createdAt")
     updated_at = Ignored(data_key="updatedAt")
 
@@ -46,6 +47,15 @@ class WebhookSchema(OutputSchema):
     map_id = fields.String(data_key="mapId", allow_none=True)
     description = fields.String()
     enabled = fields.Boolean()
+    disabled_reason = fields.String(
+        data_key="disabledReason",
+        allow_none=True,
+        metadata={
+            "description": "Why the service disabled it (every attempt failed for "
+            "`MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS`); null otherwise. A PUT that "
+            "enables it clears it."
+        },
+    )
     updated_at = Timestamp(data_key="updatedAt")
 
 
@@ -61,6 +71,12 @@ class CreatedWebhookSchema(WebhookSchema):
 
 
 class DeliverySchema(OutputSchema):
+    created_at = Timestamp(
+        data_key="createdAt",
+        metadata={
+            "description": "When the attempt was made; while it is pending, when it was scheduled."
+        },
+    )
     event_id = fields.String(data_key="eventId")
     event_type = fields.String(data_key="eventType")
     attempt = fields.Integer(metadata={"minimum": 1, "maximum": 8})

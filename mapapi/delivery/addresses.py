@@ -5,11 +5,22 @@ attempt, because a name's DNS answers can change. An attempt connects to
 the very address that was checked (``Destination.address``), so no second
 lookup can slip a private address in between. This module uses nothing
 else of mapapi: the services check URLs with it, the sender connects with it.
+
+Name lookups (``Lookups``) cannot be interrupted (``getaddrinfo`` blocks),
+so each runs on a short-lived thread of its own and a caller stops waiting
+at its deadline: a name whose lookup hangs holds one thread and delays only
+the attempts to that name, never another's lookup. Callers that ask for a
+name already being looked up wait for that lookup rather than start
+another, so a hanging name holds one thread however often it is asked for.
 """
 
+import asyncio
 import ipaddress
+import logging
 import socket
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
@@ -17,9 +28,9 @@ from urllib.parse import quote, urlsplit
 #: How long a lookup may take; past it the name counts as not resolving.
 RESOLVE_SECONDS = 5.0
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-# getaddrinfo cannot be interrupted: lookups run here, and a caller stops
-# waiting for one at its deadline.
-_resolver = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mapapi-resolve")
+#: NAT64's well-known prefix (RFC 6052): the last 32 bits are an IPv4 address.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+log = logging.getLogger(__name__)
 
 
 class AddressRefused(ValueError):
@@ -80,11 +91,22 @@ def _ascii_host(hostname: str) -> str:
 
 
 def is_forbidden(address: str) -> bool:
-    """Loopback, private, link-local, multicast, reserved, unspecified or
-    otherwise not global; an IPv4-mapped IPv6 address as its IPv4 one."""
+    """Loopback, private, link-local, site-local, multicast, reserved,
+    unspecified or otherwise not global.
+
+    An IPv6 address that carries an IPv4 one is judged as that IPv4
+    address: IPv4-mapped (``::ffff:a.b.c.d``), 6to4 (``2002::/16``) and
+    NAT64 (``64:ff9b::/96``), so that ``2002:7f00:1::`` is loopback.
+    Teredo (``2001::/32``) tunnels through a relay to an address that
+    cannot be checked here: always refused.
+    """
     ip = ipaddress.ip_address(address.partition("%")[0])
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if ip.version == 6:
+        if ip.teredo is not None or ip.is_site_local:
+            return True
+        embedded = ip.ipv4_mapped or ip.sixtofour or _nat64_ipv4(ip)
+        if embedded is not None:
+            ip = embedded
     return (
         ip.is_loopback
         or ip.is_private
@@ -96,6 +118,12 @@ def is_forbidden(address: str) -> bool:
     )
 
 
+def _nat64_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip not in _NAT64:
+        return None
+    return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+
+
 def literal_address(host: str) -> str | None:
     try:
         return str(ipaddress.ip_address(host))
@@ -103,17 +131,78 @@ def literal_address(host: str) -> str | None:
         return None
 
 
-def resolve(host: str, port: int, timeout: float = RESOLVE_SECONDS) -> list[str]:
-    """The addresses ``host`` resolves to; OSError when it does not (in time)."""
-    literal = literal_address(host)
-    if literal is not None:
-        return [literal]
-    lookup = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-    try:
-        answers = lookup.result(timeout=timeout)
-    except FutureTimeout:
-        raise OSError(f"resolving {host} took longer than {timeout:g} s") from None
-    return list(dict.fromkeys(answer[4][0] for answer in answers))
+#: ``socket.getaddrinfo``'s signature: ``(host, port, type=...)``.
+GetAddrInfo = Callable[..., list]
+
+
+class Lookups:
+    """Name lookups, each on a thread of its own, shared by whoever asks for
+    the same name and port while it runs (see the module's docstring).
+
+    ``getaddrinfo`` is the system's resolver; tests give one of their own.
+    """
+
+    def __init__(self, getaddrinfo: GetAddrInfo = socket.getaddrinfo):
+        self._getaddrinfo = getaddrinfo
+        self._running: dict[tuple[str, int], Future] = {}
+        self._lock = threading.Lock()
+
+    def resolve(self, host: str, port: int, timeout: float = RESOLVE_SECONDS) -> list[str]:
+        """The addresses ``host`` resolves to; OSError when it does not (in time)."""
+        literal = literal_address(host)
+        if literal is not None:
+            return [literal]
+        try:
+            return self._lookup(host, port).result(timeout=timeout)
+        except FutureTimeout:
+            raise _too_slow(timeout) from None
+
+    async def resolve_async(
+        self, host: str, port: int, timeout: float = RESOLVE_SECONDS
+    ) -> list[str]:
+        """``resolve`` for an event loop: it waits without holding a thread."""
+        literal = literal_address(host)
+        if literal is not None:
+            return [literal]
+        lookup = asyncio.wrap_future(self._lookup(host, port))
+        # Its outcome is nobody's once every waiter has given up: taken here.
+        lookup.add_done_callback(lambda done: done.cancelled() or done.exception())
+        try:
+            # Shielded: a waiter that gives up must not cancel the lookup others share.
+            return await asyncio.wait_for(asyncio.shield(lookup), timeout)
+        except TimeoutError:
+            raise _too_slow(timeout) from None
+
+    def _lookup(self, host: str, port: int) -> Future:
+        key = (host, port)
+        with self._lock:
+            running = self._running.get(key)
+            if running is None:
+                running = self._running[key] = Future()
+                running.set_running_or_notify_cancel()  # nobody may cancel what others share
+                threading.Thread(
+                    target=self._run, args=(key, running), name="mapapi-resolve", daemon=True
+                ).start()
+        return running
+
+    def _run(self, key: tuple[str, int], future: Future) -> None:
+        try:
+            answers = self._getaddrinfo(*key, type=socket.SOCK_STREAM)
+            future.set_result(list(dict.fromkeys(answer[4][0] for answer in answers)))
+        except Exception as error:  # noqa: BLE001 - handed to the waiters, who report it
+            future.set_exception(error)
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+
+
+def _too_slow(timeout: float) -> OSError:
+    # No host name: this text reaches the delivery log and the service's log.
+    return OSError(f"no answer within {timeout:g} s")
+
+
+#: The system resolver's lookups, shared by every caller in the process.
+system_lookups = Lookups()
 
 
 def _refuse_private(addresses: list[str]) -> None:
@@ -133,18 +222,29 @@ def check_url(url: str, *, allow_private: bool) -> str:
     target = parse_url(url)
     if not allow_private:
         try:
-            addresses = resolve(target.host, target.port)
+            addresses = system_lookups.resolve(target.host, target.port)
         except OSError:
             return url
         _refuse_private(addresses)
     return url
 
 
-def destination(url: str, *, allow_private: bool) -> Destination:
+async def destination(
+    url: str, *, allow_private: bool, lookups: Lookups = system_lookups
+) -> Destination:
     """Where an attempt connects: resolved and checked now. AddressRefused
     for a forbidden address, OSError when the name does not resolve."""
     target = parse_url(url)
-    addresses = resolve(target.host, target.port)
+    addresses = await lookups.resolve_async(target.host, target.port)
     if not allow_private:
         _refuse_private(addresses)
     return Destination(target, addresses[0])
+
+
+def warn_if_private_allowed(allow_private: bool) -> None:
+    """Say at start that the rule above is off (``serve`` and ``worker`` call it)."""
+    if allow_private:
+        log.warning(
+            "MAPAPI_WEBHOOKS_ALLOW_PRIVATE=1: webhook URLs may point to loopback, private "
+            "and other internal addresses; use it only where every account is trusted"
+        )

@@ -5,12 +5,15 @@ matters here: it connects to the address the guard checked (never looking
 the name up again), follows no redirect, reads at most the status line
 (``MAX_ANSWER_BYTES``) and gives the whole exchange one deadline, so a
 receiver that trickles bytes cannot hold an attempt past it.
+
+It runs on an event loop with non-blocking sockets: an attempt waiting on
+a receiver that never answers holds no thread, only its socket, so one
+loop makes many attempts at once (``worker.py``).
 """
 
+import asyncio
 import re
-import socket
 import ssl
-import time
 from dataclasses import dataclass
 
 from .addresses import Destination
@@ -37,7 +40,7 @@ class _Failed(Exception):
     """An attempt that ended without a usable answer; the message says why."""
 
 
-def post(
+async def post(
     destination: Destination,
     headers: dict[str, str],
     body: bytes,
@@ -47,10 +50,10 @@ def post(
     """POST ``body``; success is a 2xx status line received within ``timeout``.
     ``https`` URLs verify the certificate against ``tls``'s authorities
     (the system's by default) and the URL's host name."""
-    deadline = time.monotonic() + timeout
     status, error = None, None
     try:
-        status = _exchange(destination, _request(destination, headers, body), deadline, tls)
+        async with asyncio.timeout(timeout):
+            status = await _exchange(destination, _request(destination, headers, body), tls)
         if not 200 <= status < 300:
             error = _describe_status(status)
     except _Failed as failure:
@@ -84,45 +87,31 @@ def _request(destination: Destination, headers: dict[str, str], body: bytes) -> 
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
 
 
-def _remaining(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError
-    return left
-
-
-def _exchange(destination: Destination, request: bytes, deadline: float, tls) -> int:
+async def _exchange(destination: Destination, request: bytes, tls: ssl.SSLContext) -> int:
     target = destination.target
-    with socket.create_connection(
-        (destination.address, target.port), timeout=_remaining(deadline)
-    ) as raw:
-        connection = raw
-        if target.scheme == "https":
-            raw.settimeout(_remaining(deadline))
-            connection = tls.wrap_socket(raw, server_hostname=target.host)
-        try:
-            _send_all(connection, request, deadline)
-            return _read_status(connection, deadline)
-        finally:
-            if connection is not raw:
-                connection.close()
+    https = target.scheme == "https"
+    # An address, not a name: asyncio looks nothing up.
+    reader, writer = await asyncio.open_connection(
+        destination.address,
+        target.port,
+        ssl=tls if https else None,
+        server_hostname=target.host if https else None,
+    )
+    try:
+        writer.write(request)
+        await writer.drain()
+        return await _read_status(reader)
+    finally:
+        # At once, without waiting for the receiver (nor a TLS goodbye).
+        writer.transport.abort()
 
 
-def _send_all(connection, data: bytes, deadline: float) -> None:
-    view = memoryview(data)
-    while view:
-        connection.settimeout(_remaining(deadline))
-        sent = connection.send(view)
-        view = view[sent:]
-
-
-def _read_status(connection, deadline: float) -> int:
+async def _read_status(reader: asyncio.StreamReader) -> int:
     answer = b""
     while b"\n" not in answer:
         if len(answer) >= MAX_ANSWER_BYTES:
             raise _Failed("the answer has no HTTP status line")
-        connection.settimeout(_remaining(deadline))
-        chunk = connection.recv(MAX_ANSWER_BYTES - len(answer))
+        chunk = await reader.read(MAX_ANSWER_BYTES - len(answer))
         if not chunk:
             break
         answer += chunk

@@ -14,11 +14,12 @@ from typing import TypeVar
 
 from flask import g, jsonify
 from marshmallow import ValidationError
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
 from ..extensions import db
+from ..storage.failed_statements import describe, first_line
 from .routing import allowed_methods
 
 log = logging.getLogger(__name__)
@@ -138,13 +139,16 @@ def _handle_integrity_error(exc: IntegrityError):
 
 def _handle_database_unavailable(exc: Exception):
     db.session.rollback()
-    log.error("database unavailable (request %s): %s", g.get("request_id"), exc)
+    # Named by its table and error: the error's own text may quote values.
+    reason = describe(exc) if isinstance(exc, StatementError) else first_line(exc)
+    log.error("database unavailable (request %s): %s", g.get("request_id"), reason)
     return error_response(
         APIError(503, "SERVICE_UNAVAILABLE", "The database cannot be reached; try again shortly.")
     )
 
 
 def _handle_unexpected(exc: Exception):
+    # One line, the exception described safely: log_output.OneLineFormatter.
     log.exception("unexpected error (request %s)", g.get("request_id"), exc_info=exc)
     db.session.rollback()
     return error_response(APIError(500, "INTERNAL_ERROR", "An unexpected error occurred."))

@@ -2,7 +2,8 @@
 
 A resource's ETag is a hash of the body its GET answers: it changes exactly
 when that body changes, whatever request changed it, and a create or an
-update answering the same body carries the same ETag. Which answers carry
+update answering the same body carries the same ETag (a webhook's create
+answers its secret too: the hash leaves it out). Which answers carry
 one is read from the views' declarations: a 200 or 201 whose declared
 response is one resource with an ``updatedAt`` (a map, location, category,
 tag, layer, webhook; not a list, a bulk result, a key or a deletion).
@@ -13,6 +14,8 @@ write inside a map takes first; on SQLite the transaction holds the write
 lock from its start): the ETag compared is the one the resource's own GET
 view gives at that moment, and nobody can change it before this request's
 write commits. So of two editors sending the same ``If-Match``, one wins.
+A view with work that must not run under that lock checks ``If-Match``
+itself, after that work (``checks_own_precondition``).
 """
 
 import hashlib
@@ -27,6 +30,7 @@ from ..contract.openapi import answers_one_resource
 from ..extensions import db
 from ..services.ownership import owned_map
 from .errors import APIError
+from .payload import without_shown_once
 
 #: The methods whose change ``If-Match`` guards.
 GUARDED_METHODS = frozenset({"PUT", "DELETE"})
@@ -45,7 +49,7 @@ def add_etag(response):
     current = request._get_current_object()  # one context lookup, not one per use
     if not carries_etag(current.endpoint):
         return response
-    etag = etag_of(response.get_data())
+    etag = etag_of(without_shown_once(response))  # a create's: its GET's
     response.headers["ETag"] = f'"{etag}"'
     if (
         current.method == "GET"
@@ -54,6 +58,22 @@ def add_etag(response):
     ):
         return _not_modified(etag)
     return response
+
+
+def checks_own_precondition(view):
+    """Mark a view that calls ``check_precondition`` itself, where it
+    chooses: after work that must not run under the lock (a webhook URL's
+    name lookup), before its validation and its write, which then share the
+    transaction that compared."""
+    view.checks_own_precondition = True
+    return view
+
+
+def check_precondition_before_view(current) -> None:
+    """``check_precondition`` for the request hook, unless the view checks itself."""
+    view = current_app.view_functions.get(current.endpoint) if current.endpoint else None
+    if not getattr(view, "checks_own_precondition", False):
+        check_precondition(current)
 
 
 def check_precondition(current) -> None:

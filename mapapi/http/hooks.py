@@ -35,7 +35,7 @@ def before_request():
     if seen is not None:
         return seen
     payload.check_body_size()  # 7: 413, then ownership and 412, then 400
-    etags.check_precondition(current)
+    etags.check_precondition_before_view(current)
     idempotency.check_key_format(current)
     return None
 

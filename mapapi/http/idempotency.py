@@ -41,13 +41,11 @@ from ..storage.models import IdempotencyRecord
 from ..timeutil import utcnow
 from .auth import is_api_request
 from .errors import APIError, error_response, validation_error
+from .payload import without_shown_once
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 _VALID_KEY = re.compile(r"[!-~]{1,255}")
-#: Fields of a created resource that hold a secret shown once (a key's
-#: ``key``, a webhook's ``secret``): they are never stored, so a replay lacks them.
-SECRET_FIELDS = ("key", "secret")
 #: The refusals kept beside the 2xx answers: NOT_FOUND and CONFLICT, which
 #: the data gave (a request reserving a key has passed routing).
 KEPT_REFUSALS = (404, 409)
@@ -314,16 +312,8 @@ def _complete(reservation: Reservation, status: int, body: str) -> bool:
 
 
 def _kept_body(response) -> str:
-    """The answer's body as kept: without any secret shown once."""
-    text = response.get_data(as_text=True)
-    if not any(f'"{name}"' in text for name in SECRET_FIELDS):
-        return text
-    document = json.loads(text)
-    data = document.get("data")
-    if isinstance(data, dict):
-        for name in SECRET_FIELDS:
-            data.pop(name, None)
-    return current_app.json.dumps(document)
+    """The answer's body as kept: without any secret shown once (a replay lacks it)."""
+    return without_shown_once(response).decode("utf-8")
 
 
 def _replay(row):

@@ -9,6 +9,10 @@ from ..contract.loading import Loader
 from ..contract.openapi import current_operation
 from .errors import APIError, stringify_keys, validation_error
 
+#: Fields of a created resource that hold a secret shown once (a key's
+#: ``key``, a webhook's ``secret``): never stored, never in a GET.
+SHOWN_ONCE_FIELDS = ("key", "secret")
+
 
 def json_body() -> dict:
     """The request body as a JSON object, or VALIDATION_ERROR without details.
@@ -74,6 +78,21 @@ def respond_dumped(data, status: int | None = None):
     response = jsonify(data=data)
     response.status_code = status or current_operation().status
     return response
+
+
+def without_shown_once(response) -> bytes:
+    """The answer's body without a secret shown once, written as the view
+    writes bodies: a create's answer as its GET then gives it."""
+    body = response.get_data()
+    if not any(f'"{name}"'.encode() in body for name in SHOWN_ONCE_FIELDS):
+        return body
+    document = json.loads(body)
+    data = document.get("data")
+    if not isinstance(data, dict) or not any(name in data for name in SHOWN_ONCE_FIELDS):
+        return body
+    for name in SHOWN_ONCE_FIELDS:
+        data.pop(name, None)
+    return current_app.json.response(document).get_data()
 
 
 def check_body_size() -> None:

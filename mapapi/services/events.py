@@ -39,6 +39,8 @@ from ..timeutil import format_timestamp, utcnow
 
 #: Events of this type are for one webhook endpoint, never in the feed.
 PING = "ping"
+#: The service switched a failing webhook endpoint off (``services.webhooks``).
+WEBHOOK_DISABLED = "webhook.disabled"
 
 _events = Event.__table__
 _COLUMNS = ("account_id", "map_id", "type", "data", "created_at")

@@ -1,4 +1,5 @@
-"""Webhook endpoints of an account, their pings and their delivery log.
+"""Webhook endpoints of an account, their pings, their delivery log, and
+switching off an endpoint that keeps failing.
 
 URLs are checked with the delivery package's address guard (a module that
 uses nothing else of mapapi), when saved here and again at every attempt.
@@ -8,15 +9,17 @@ import base64
 import secrets
 
 from flask import current_app
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
+from ..contract.serialization import compile_dumper
+from ..contract.webhook_schemas import WebhookSchema
 from ..delivery.addresses import AddressRefused, check_url
 from ..extensions import db
 from ..http.errors import conflict, not_found, validation_error
 from ..storage.models import Account, Event, Map, Webhook, WebhookDelivery, could_be_id
 from ..timeutil import utcnow
 from .changes import same_value
-from .events import PING, data_text, event_body, latest_id, record_one
+from .events import PING, WEBHOOK_DISABLED, data_text, event_body, latest_id, record_one
 
 MAX_WEBHOOKS = 10
 
@@ -33,7 +36,7 @@ def create_webhook(account: Account, data: dict) -> Webhook:
     write transactions are serialized anyway), so racing requests cannot
     pass the count together. It follows the feed from the newest event.
     """
-    _check_fields(account, data)
+    _check_fields(account, data, address_problems(data))
     db.session.execute(
         select(Account.pk).where(Account.pk == account.pk).with_for_update(key_share=True)
     )
@@ -57,13 +60,16 @@ def create_webhook(account: Account, data: dict) -> Webhook:
     return webhook
 
 
-def update_webhook(webhook_id: str, account: Account, data: dict) -> Webhook:
+def update_webhook(webhook_id: str, account: Account, data: dict, url_problems: dict) -> Webhook:
     """Change the fields in ``data``; ``updatedAt`` moves only if one differs.
 
-    Disabling stops events made from now on; enabling again starts with the
-    events made from then on.
+    ``url_problems`` is what ``address_problems`` found, before the caller
+    locked the endpoint and compared its ETag: the row is locked and written
+    in the transaction that compared it. Disabling stops events made from
+    now on; enabling again starts with the events made from then on, and
+    clears why the service had disabled it.
     """
-    _check_fields(account, data)
+    _check_fields(account, data, url_problems)
     webhook = find_webhook(webhook_id, account, lock=True)
     # Not changes.apply_changes: a webhook endpoint's changes are no events.
     changed = {
@@ -78,26 +84,37 @@ def update_webhook(webhook_id: str, account: Account, data: dict) -> Webhook:
     if "enabled" in changed:
         if webhook.enabled:
             webhook.enabled_since, webhook.disabled_since = now, None
+            webhook.disabled_reason = webhook.failing_since = None
         else:
             webhook.disabled_since = now
     return webhook
 
 
-def _check_fields(account: Account, data: dict) -> None:
+def address_problems(data: dict) -> dict:
+    """``{"url": [why]}`` when ``data``'s URL points where the service never
+    sends; else ``{}``.
+
+    Looking a name up may take seconds: the request's transaction (which
+    on SQLite holds the database's write lock, on PostgreSQL maybe a row
+    lock) is ended first, so call this before taking any lock.
+    """
+    if "url" not in data:
+        return {}
+    allow_private = current_app.config["WEBHOOKS_ALLOW_PRIVATE"]
+    if not allow_private:
+        db.session.commit()
+    try:
+        check_url(data["url"], allow_private=allow_private)
+    except AddressRefused as refused:
+        return {"url": [str(refused)]}
+    return {}
+
+
+def _check_fields(account: Account, data: dict, url_problems: dict) -> None:
     """The rules that need the network or the database: the URL's address
-    and the map's owner. Every field at fault is named at once. Called
-    first: it ends the transaction before a name lookup."""
-    details = {}
-    if "url" in data:
-        allow_private = current_app.config["WEBHOOKS_ALLOW_PRIVATE"]
-        if not allow_private:
-            # Looking the name up may take seconds: not inside the request's
-            # transaction, which on SQLite holds the database's write lock.
-            db.session.commit()
-        try:
-            check_url(data["url"], allow_private=allow_private)
-        except AddressRefused as refused:
-            details["url"] = [str(refused)]
+    (checked already: ``url_problems``) and the map's owner. Every field at
+    fault is named at once."""
+    details = dict(url_problems)
     map_id = data.get("map_id")
     if map_id is not None and not (
         could_be_id(map_id)
@@ -152,3 +169,28 @@ def listed_deliveries(webhook: Webhook):
         .where(WebhookDelivery.webhook_id == webhook.id)
         .order_by(WebhookDelivery.pk.desc())
     )
+
+
+#: What an attempt given up with its endpoint reads in the delivery log.
+GIVEN_UP = "given up: the endpoint was switched off"
+_dump_webhook = compile_dumper(WebhookSchema())
+
+
+def switch_off(webhook: Webhook, last_error: str) -> None:
+    """Disable ``webhook`` (locked by the caller), every attempt to which has
+    failed for ``WEBHOOKS_DISABLE_AFTER_HOURS``: its reason is kept, its
+    pending attempts are given up, and a ``webhook.disabled`` event in the
+    account's feed tells its other endpoints."""
+    hours = current_app.config["WEBHOOKS_DISABLE_AFTER_HOURS"]
+    now = utcnow()
+    webhook.enabled = False
+    webhook.disabled_since = webhook.updated_at = now
+    webhook.disabled_reason = f"every attempt failed for {hours:g} hours; last: {last_error}"
+    db.session.flush()
+    deliveries = WebhookDelivery.__table__
+    db.session.execute(
+        update(deliveries)
+        .where(deliveries.c.webhook_id == webhook.id, deliveries.c.status == "pending")
+        .values(status="failed", error=GIVEN_UP, next_attempt_at=None, claim=None)
+    )
+    record_one(webhook.account_id, WEBHOOK_DISABLED, None, data_text(_dump_webhook(webhook)))

@@ -30,6 +30,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     event,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -393,6 +394,9 @@ class Webhook(Timestamped, db.Model):
     has looked at for it (it follows the feed from there); an event becomes
     a delivery when it was made while the endpoint was enabled: at or after
     ``enabled_since`` and before ``disabled_since``.
+    ``failing_since`` is when the failures since its last successful
+    attempt began (None while its last attempt succeeded); the service
+    disables an endpoint failing for long, saying why in ``disabled_reason``.
     ``map_id`` is no foreign key: the endpoint outlives its map's deletion,
     so that it receives ``map.deleted``.
     """
@@ -411,6 +415,8 @@ class Webhook(Timestamped, db.Model):
     cursor: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
     enabled_since: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     disabled_since: Mapped[datetime | None] = mapped_column(DateTime)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    failing_since: Mapped[datetime | None] = mapped_column(DateTime)
 
     def __repr__(self) -> str:  # never the secret, should one be logged
         return f"<Webhook {self.id} {self.url}>"
@@ -425,13 +431,32 @@ class WebhookDelivery(db.Model):
     its own. An attempt whose lease has run out (its process was killed) is
     due again, and is made again.
     ``body`` is the event exactly as sent, kept so that every attempt sends
-    the same bytes.
+    the same bytes. ``created_at`` is when the attempt was scheduled, then,
+    once made, when it was made.
     """
 
     __tablename__ = "webhook_deliveries"
     __table_args__ = (
         Index(None, "webhook_id", "pk"),
         Index(None, "status", "next_attempt_at"),
+        # An endpoint's next due attempts, and its attempts in flight, each
+        # found without reading its backlog (delivery.claims.claim_due).
+        # Partial: finished attempts (most rows) and unclaimed ones cost
+        # these indexes nothing.
+        Index(
+            "ix_webhook_deliveries_pending",
+            "webhook_id",
+            "next_attempt_at",
+            "pk",  # the claim's order, read from the index without a sort
+            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status = 'pending'"),
+        ),
+        Index(
+            "ix_webhook_deliveries_claimed",
+            "webhook_id",
+            postgresql_where=text("claim IS NOT NULL"),
+            sqlite_where=text("claim IS NOT NULL"),
+        ),
     )
 
     pk: Mapped[int] = _pk()
