@@ -267,3 +267,14 @@ def test_two_workers_on_postgresql_keep_every_bound_under_attack(
         assert sent == Counter((url.removeprefix(host), event) for url, event in attempts)
         for receiver in silent_receivers:
             receiver.close()
+
+
+def test_an_accounts_share_shrinks_as_more_accounts_have_attempts_in_flight(app):
+    """However many accounts' receivers hang, the next account finds room."""
+    worker = DeliveryWorker(app)
+    capacity = worker.capacity
+    assert worker.share({}) == capacity // 4
+    crowd = {f"account-{n}": worker.share({}) for n in range(6)}
+    assert worker.share(crowd) == capacity // 7
+    huge_crowd = {f"account-{n}": 2 for n in range(capacity)}
+    assert worker.share(huge_crowd) == 2  # an endpoint's two, never less

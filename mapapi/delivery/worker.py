@@ -8,9 +8,10 @@ No account slows another's deliveries, by construction:
   a thread, so receivers that accept and never answer use up nothing the
   others need but their own slots below.
 - A process makes at most ``WEBHOOKS_CONCURRENCY`` attempts at once, an
-  account at most a quarter of them (``share``), an endpoint at most two
-  across all processes (``claims.PER_ENDPOINT``). Attempts over those
-  bounds stay in the database, holding nothing.
+  account at most its ``share`` of them (a quarter, less as more accounts
+  have attempts in flight), an endpoint at most two across all processes
+  (``claims.PER_ENDPOINT``). Attempts over those bounds stay in the
+  database, holding nothing.
 - Claims are fair (``claims.claim_due``): accounts with due attempts
   take turns.
 - Name lookups run on threads of their own, one per name being looked up
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 60.0
 #: How often a loop deletes what the retention no longer keeps.
 PRUNE_EVERY_SECONDS = 600.0
-#: The part of a process's attempts in flight one account may hold.
+#: The part of a process's attempts in flight one account may hold at most.
 ACCOUNT_SHARE = 0.25
 #: How long a round follows the feed before it claims again: a flood of
 #: events to turn into attempts never holds up claiming those due.
@@ -73,7 +74,6 @@ class DeliveryWorker:
         self.stop = stop or threading.Event()
         config = app.config
         self.capacity = int(config["WEBHOOKS_CONCURRENCY"])
-        self.share = max(claims.PER_ENDPOINT, int(self.capacity * ACCOUNT_SHARE))
         self.poll_seconds = float(config["WEBHOOKS_POLL_SECONDS"])
         self.lease_seconds = float(config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS))
         self.schedule = tuple(config["WEBHOOKS_RETRY_SCHEDULE"])
@@ -127,6 +127,17 @@ class DeliveryWorker:
             pass
         self._wake.clear()
 
+    def share(self, busy: dict[str, int]) -> int:
+        """How many attempts in flight one account may hold here now.
+
+        A quarter of the capacity, and no more than an equal part of it
+        among the accounts with attempts in flight and one more: however
+        many accounts' receivers hang, a newcomer always finds room, and
+        the others' part shrinks as their attempts end.
+        """
+        equal_part = self.capacity // (len(busy) + 1)
+        return max(claims.PER_ENDPOINT, min(int(self.capacity * ACCOUNT_SHARE), equal_part))
+
     def step(self, free: int, busy: dict[str, int]) -> tuple[list[claims.Claimed], bool]:
         """One round, on the database thread: record what finished, claim up
         to ``free`` due attempts (``busy``: this process's in flight, by
@@ -137,7 +148,7 @@ class DeliveryWorker:
                 self._record_finished()
                 claimed = []
                 if free:
-                    claimed = claims.claim_due(free, self.share, busy, self.lease_seconds)
+                    claimed = claims.claim_due(free, self.share(busy), busy, self.lease_seconds)
                 db.session.commit()  # the claims, and the outcomes recorded before them
                 following = self._follow_feed()
                 self._prune_now_and_then()
