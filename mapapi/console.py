@@ -1,20 +1,39 @@
 """The ``mapapi`` console script.
 
-``mapapi mcp`` is dispatched before the Flask command group is imported: it
-is a client of a running service and needs none of the app, so an agent's
-host starts it in about half the time. Every other command is the group in
-``cli.py`` (which lists ``mcp`` too, for ``--help``).
+The environment is checked first, before anything else is imported: a
+``MAPAPI_*`` name that is no setting, or a value with an inline comment,
+stops every command in one line (exit 2). ``--help`` and ``--version``
+alone need no settings and are never stopped.
+
+``mapapi mcp`` is dispatched before the command group is imported: it is a
+client of a running service and needs none of the app, so an agent's host
+starts it in about half the time. Every other command is the group in
+``cli.py``, which imports a command only once it is named.
 """
 
 import sys
 
+from .config import SettingError, check_environment
+
 
 def main() -> None:
-    if sys.argv[1:2] == ["mcp"]:
+    arguments = sys.argv[1:]
+    if not asks_for_help(arguments):
+        try:
+            check_environment()
+        except SettingError as error:
+            print(f"Error: {error}", file=sys.stderr)
+            sys.exit(2)
+    if arguments[:1] == ["mcp"]:
         from .mcp.command import mcp_command
 
-        mcp_command.main(sys.argv[2:], prog_name="mapapi mcp")
+        mcp_command.main(arguments[1:], prog_name="mapapi mcp")
     else:
         from .cli import main as command_group
 
         command_group()
+
+
+def asks_for_help(arguments: list[str]) -> bool:
+    """Whether the command line only asks what there is: usage, help, the version."""
+    return not arguments or "--help" in arguments or arguments == ["--version"]

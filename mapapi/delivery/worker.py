@@ -16,6 +16,7 @@ from queue import SimpleQueue
 from flask import Flask
 
 from ..extensions import db
+from ..metrics import count_attempts
 from . import attempts
 from .addresses import AddressRefused, destination
 from .sender import Outcome, post
@@ -48,6 +49,11 @@ class DeliveryWorker:
         self._finished: SimpleQueue = SimpleQueue()
         self._follow_at = 0.0
         self._pruned_at = 0.0
+
+    def request_stop(self) -> None:
+        """Stop after the attempts in flight, without waiting out the poll interval."""
+        self.stop.set()
+        self._wake.set()
 
     def run(self) -> None:
         """Deliver until ``stop`` is set, then let the attempts in flight finish."""
@@ -141,6 +147,7 @@ class DeliveryWorker:
         finished = []
         while not self._finished.empty():
             finished.append(self._finished.get())
+        count_attempts(finished)
         attempts.record(finished, self.schedule)
 
     def send(self, claimed: attempts.Claimed) -> Outcome:
@@ -156,11 +163,11 @@ class DeliveryWorker:
         return post(found, headers, body)
 
 
-def start_in_background(app: Flask) -> tuple[threading.Thread, threading.Event] | None:
+def start_in_background(app: Flask) -> tuple[threading.Thread, DeliveryWorker] | None:
     """For `mapapi serve`: deliver in a daemon thread, unless turned off."""
     if not app.config["WEBHOOKS_DELIVER"]:
         return None
     worker = DeliveryWorker(app)
     thread = threading.Thread(target=worker.run, name="mapapi-webhooks", daemon=True)
     thread.start()
-    return thread, worker.stop
+    return thread, worker

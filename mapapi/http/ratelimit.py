@@ -16,17 +16,24 @@ import time
 from typing import NamedTuple
 
 from flask import current_app, g, request
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
 from limits import RateLimitItem, parse
 from limits.errors import StorageError
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 
-from ..extensions import limiter
+from ..metrics import RATE_LIMITED
 from .auth import is_api_request
 from .errors import APIError
 from .memory_window import SteadyMemoryStorage
 
 log = logging.getLogger(__name__)
+
+# Flask-Limiter supplies the configured storage and moving-window strategy;
+# the buckets below are checked with it, passing each bucket's key
+# explicitly, so this key function is only Flask-Limiter's default.
+limiter = Limiter(key_func=get_remote_address)
 
 #: Config key of each bucket's limit string.
 BUCKET_SETTINGS = {
@@ -238,4 +245,5 @@ def _take(bucket: str, identity: str) -> None:
 
 def _refuse(bucket: str, identity: str) -> None:
     g.rate_limit_states.append(_buckets().state(bucket, identity))
+    RATE_LIMITED.labels(bucket).inc()
     raise APIError(429, "RATE_LIMIT_EXCEEDED", f"Too many requests: the {bucket} limit is reached.")
