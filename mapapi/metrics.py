@@ -23,7 +23,14 @@ per-request step waits for the server to start (``serving``).
 import logging
 from importlib.metadata import version
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
 from sqlalchemy import event as sqlalchemy_event
@@ -36,6 +43,9 @@ from .timeutil import utcnow
 
 log = logging.getLogger(__name__)
 
+# A ``_created`` series beside every counter and histogram: clutter that no
+# dashboard here reads.
+disable_created_metrics()
 REGISTRY = CollectorRegistry()
 
 REQUESTS = Counter(
@@ -65,6 +75,7 @@ WEBHOOK_ATTEMPTS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+ATTEMPT_OUTCOMES = ("succeeded", "failed_status", "failed_connection")
 EVENTS = Counter(
     "mapapi_events_recorded",
     "Events of the change feed this process recorded (committed), by type.",
@@ -90,6 +101,14 @@ def count_attempts(finished) -> None:
         else:
             label = "failed_status"
         WEBHOOK_ATTEMPTS.labels(label).inc()
+
+
+def start_at_zero(counter: Counter, values) -> None:
+    """Show a counter's series from the start, at 0, for each of ``values``
+    of its one label: a rate over a series that appears only at its first
+    increase misses that increase."""
+    for value in values:
+        counter.labels(value)
 
 
 def count_events(session, types) -> None:
@@ -172,5 +191,6 @@ def serve_metrics(app, address: tuple[str, int]):
     host, port = address
     server, _thread = start_http_server(port, host, registry=REGISTRY)
     REGISTRY.register(StateCollector(app))
+    start_at_zero(WEBHOOK_ATTEMPTS, ATTEMPT_OUTCOMES)
     serving = True
     return server

@@ -97,10 +97,10 @@ def _bootstrap() -> None:
             raise
         return
     if secret:
-        click.echo(
-            f"First run: created the account {account_service.BOOTSTRAP_EMAIL} and this "
-            "READ_WRITE API key (shown once):",
-            err=True,
+        log.info(
+            "First run: created the account %s and a READ_WRITE API key, "
+            "printed on stdout (shown once)",
+            account_service.BOOTSTRAP_EMAIL,
         )
         click.echo(secret)
         sys.stdout.flush()

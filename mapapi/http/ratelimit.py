@@ -23,7 +23,7 @@ from limits.errors import StorageError
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 
-from ..metrics import RATE_LIMITED
+from ..metrics import RATE_LIMITED, start_at_zero
 from .auth import is_api_request
 from .errors import APIError
 from .memory_window import SteadyMemoryStorage
@@ -156,6 +156,7 @@ def init_app(app) -> None:
     for name, funcs in hooks.items():
         funcs[:] = [func for func in funcs if func in before[name]]
     app.extensions["mapapi.buckets"] = Buckets(app)
+    start_at_zero(RATE_LIMITED, BUCKET_SETTINGS)
 
 
 def _request_hooks(app) -> dict[str, list]:

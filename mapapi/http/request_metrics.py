@@ -1,6 +1,6 @@
 """The per-request step of the metrics: one count and one duration per answer.
 
-Labelled by the route template Flask matched (``/api/v1/maps/<mapId>``,
+Labelled by the route template Flask matched (``/api/v1/maps/<map_id>``,
 never the path the client sent; ``unmatched`` for a path no route has), the
 method (``other`` for one the service has no route for) and the status.
 The label children are kept by their labels, so an answer costs a
