@@ -56,21 +56,23 @@ def serve_command(host, port, **limits):
     check_address(host, port, source_of("host", "--host", "MAPAPI_HOST"), port_source)
     metrics_url = start_metrics(app, (host, port))
     open_database(create=True)
+    try:
+        http = server.listen(app, host, port, server.Limits(**limits))
+    except OSError as error:  # taken between the check and the bind
+        raise SettingRefused(f"{port_source}: cannot listen on {host}: {error.strerror}.") from None
+    with startup_errors():  # before the first log line: a refusal stays one line
+        schema = prepare_schema()
     log.info(
         "mapapi %s: database %s, rate-limit storage %s",
         version("mapapi"),
         shown_database(),
         without_password(app.config["RATELIMIT_STORAGE_URI"]),
     )
-    try:
-        http = server.listen(app, host, port, server.Limits(**limits))
-    except OSError as error:  # taken between the check and the bind
-        raise SettingRefused(f"{port_source}: cannot listen on {host}: {error.strerror}.") from None
     metrics = f", metrics on {metrics_url}" if metrics_url else ""
     log.info("Serving on http://%s:%s%s", http.effective_host, http.effective_port, metrics)
-    with startup_errors():
-        log.info(prepare_schema())
-        if app.config["BOOTSTRAP"]:
+    log.info(schema)
+    if app.config["BOOTSTRAP"]:
+        with startup_errors():
             _bootstrap()
     db.session.remove()
     delivery = start_in_background(app)

@@ -26,10 +26,10 @@ def worker_command():
     app = current_app._get_current_object()
     metrics_url = start_metrics(app)
     open_database()
-    log.info("mapapi %s: database %s", version("mapapi"), shown_database())
     with startup_errors():
         check_schema()
     db.session.remove()
+    log.info("mapapi %s: database %s", version("mapapi"), shown_database())
     worker = DeliveryWorker(app)
 
     def request_stop(signum, _frame):
