@@ -154,7 +154,9 @@ class StateCollector:
             try:
                 due, oldest = self._due_attempts()
             except SQLAlchemyError as error:
-                log.warning("metrics: the due webhook attempts cannot be read: %s", error.__class__.__name__)
+                log.warning(
+                    "metrics: the due webhook attempts cannot be read: %s", error.__class__.__name__
+                )
                 return
             yield GaugeMetricFamily(
                 "mapapi_webhook_attempts_due",

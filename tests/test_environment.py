@@ -90,7 +90,9 @@ def test_a_comment_is_refused_wherever_it_starts(tmp_path, value):
 def test_a_hash_inside_a_value_is_no_comment(tmp_path):
     password = "p#ss"  # noqa: S105 - a password of the test's own
     url = f"postgresql+psycopg://mapapi:{password}@127.0.0.1:{free_port()}/mapapi"
-    line = refused_line(run(tmp_path, clean_env(tmp_path, MAPAPI_DATABASE_URL=url), "accounts", "list"))
+    line = refused_line(
+        run(tmp_path, clean_env(tmp_path, MAPAPI_DATABASE_URL=url), "accounts", "list")
+    )
     assert "cannot be reached" in line and "inline comment" not in line, line
 
 

@@ -65,11 +65,15 @@ def test_serve_counts_known_traffic_exactly_and_names_no_account_key_or_value(tm
             return response
 
         _text, before = scrape(metrics)  # the readiness probes' /healthz are counted apart
-        health = value(before, "mapapi_http_requests_total", route="/healthz", method="GET", status="200")
+        health = value(
+            before, "mapapi_http_requests_total", route="/healthz", method="GET", status="200"
+        )
         for _ in range(3):
             call("GET", API + "/maps", 200, headers=auth)
         titles = ["Secret garden", "Hidden cellar"]
-        maps = [call("POST", API + "/maps", 201, headers=auth, json={"title": t}).json() for t in titles]
+        maps = [
+            call("POST", API + "/maps", 201, headers=auth, json={"title": t}).json() for t in titles
+        ]
         call("POST", API + "/maps", 429, headers=auth, json={"title": "One too many"})
         map_id = maps[0]["data"]["id"]
         for _ in range(2):
@@ -79,7 +83,11 @@ def test_serve_counts_known_traffic_exactly_and_names_no_account_key_or_value(tm
         call("GET", "/no/such/page", 404)
         call("GET", "/metrics", 404)  # the API's port serves no metrics
         hook = call(
-            "POST", API + "/webhooks", 201, headers=auth, json={"url": receiver.url, "events": ["*"]}
+            "POST",
+            API + "/webhooks",
+            201,
+            headers=auth,
+            json={"url": receiver.url, "events": ["*"]},
         ).json()["data"]
         call("POST", f"{API}/webhooks/{hook['id']}/ping", 202, headers=auth)
         text, samples = scrape(metrics)
@@ -130,7 +138,9 @@ def test_serve_counts_known_traffic_exactly_and_names_no_account_key_or_value(tm
 def test_worker_counts_its_attempts_by_outcome(tmp_path, receiver):
     receiver.script.append(500)  # the first attempt fails; its retry succeeds
     metrics = f"127.0.0.1:{free_port()}"
-    with served_mapapi(tmp_path, MAPAPI_WEBHOOKS_DELIVER="0", MAPAPI_WEBHOOKS_ALLOW_PRIVATE="1") as (
+    with served_mapapi(
+        tmp_path, MAPAPI_WEBHOOKS_DELIVER="0", MAPAPI_WEBHOOKS_ALLOW_PRIVATE="1"
+    ) as (
         server,
         key,
     ):

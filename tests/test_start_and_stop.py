@@ -155,7 +155,11 @@ def test_mapapi_host_and_port_give_serve_its_address_and_options_win(tmp_path):
         assert server.port != port and not _answers(port)
     finally:
         server.stop()
-    refusals = [("MAPAPI_PORT", "http"), ("MAPAPI_PORT", "70000"), ("MAPAPI_HOST", "nowhere.invalid")]
+    refusals = [
+        ("MAPAPI_PORT", "http"),
+        ("MAPAPI_PORT", "70000"),
+        ("MAPAPI_HOST", "nowhere.invalid"),
+    ]
     for name, value in refusals:
         line = refused_line(run(tmp_path, clean_env(tmp_path, **{name: value}), "serve"))
         assert name in line and value in line, line
@@ -166,4 +170,3 @@ def _answers(port: int) -> bool:
         return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
     except requests.RequestException:
         return False
-

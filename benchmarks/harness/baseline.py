@@ -90,8 +90,9 @@ def compare_versions(options, backends, wrk, workdir: Path, processes: Processes
     }
 
 
-def build_baseline(revision: str, workdir: Path) -> Version:
-    """``git archive REV`` into the run's folder, and a venv with it installed."""
+def build_baseline(revision: str, workdir: Path, name: str = "baseline") -> Version:
+    """``git archive REV`` into the run's folder, and a venv with it installed
+    (``name``: the version's, and its folder's)."""
     repository = str(HERE.parent)
     found = subprocess.run(
         ["git", "-C", repository, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
@@ -100,10 +101,10 @@ def build_baseline(revision: str, workdir: Path) -> Version:
     if found.returncode != 0:
         raise SystemExit(f"--baseline {revision}: no such commit in {repository}")
     commit = found.stdout.strip()
-    folder = workdir / "baseline"
+    folder = workdir / name
     source, venv = folder / "source", folder / "venv"
     source.mkdir(parents=True)
-    progress(f"baseline: extracting {revision} ({commit[:12]}) and installing it in a venv")
+    progress(f"{name}: extracting {revision} ({commit[:12]}) and installing it in a venv")
     archive = folder / "source.tar"
     subprocess.run(["git", "-C", repository, "archive", "-o", str(archive), commit], check=True)
     subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(source)], check=True)
@@ -115,7 +116,7 @@ def build_baseline(revision: str, workdir: Path) -> Version:
     if installed.returncode != 0:
         raise SystemExit(f"installing {revision} failed:\n{installed.stderr[-3000:]}")
     check_imports_its_own(venv, folder)
-    return Version("baseline", [str(venv / "bin" / "mapapi")], f"{revision} (commit {commit})")
+    return Version(name, [str(venv / "bin" / "mapapi")], f"{revision} (commit {commit})")
 
 
 def check_imports_its_own(venv: Path, folder: Path) -> None:

@@ -150,9 +150,7 @@ def check_address(host: str, port: int, host_setting: str, port_setting: str = "
     variable); the port's is the host's unless given.
     """
     try:
-        addresses = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
         raise SettingRefused(
             f"{host_setting}: {host!r} is not an address to listen on ({error.strerror})."

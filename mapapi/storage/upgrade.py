@@ -81,9 +81,7 @@ def prepare_schema() -> str:
         if is_empty():
             return _upgrade_quietly()
         if pending_migrations():
-            raise RuntimeError(
-                "The database schema is out of date: run `mapapi db upgrade` first."
-            )
+            raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")
     return _summary(newest_revision(), newest_revision())
 
 
