@@ -215,17 +215,20 @@ def median_ratio(first: list[float], second: list[float]) -> float:
 def report(baseline: Side, current: Side, options) -> bool:
     print(f"\n## Commands ({options.runs} rounds; medians)\n")
     print(
-        "| command | baseline ms | current ms | current/baseline | current CPU ms "
-        "| x `python -c pass` (baseline) | x `python -c pass` (current) |"
+        "| command | baseline ms | current ms | current/baseline | CPU ms baseline "
+        "| CPU ms current | CPU current/baseline | x `python -c pass` (baseline) "
+        "| x `python -c pass` (current) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in COMMANDS:
         old, new = baseline.times[name], current.times[name]
         print(
             f"| `{name}` | {statistics.median(old.wall) * 1000:.0f} "
             f"| {statistics.median(new.wall) * 1000:.0f} "
             f"| {median_ratio(new.wall, old.wall):.2f} "
+            f"| {statistics.median(old.cpu) * 1000:.0f} "
             f"| {statistics.median(new.cpu) * 1000:.0f} "
+            f"| {median_ratio(new.cpu, old.cpu):.2f} "
             f"| {median_ratio(old.wall, baseline.times['python -c pass'].wall):.1f} "
             f"| {median_ratio(new.wall, current.times['python -c pass'].wall):.1f} |"
         )

@@ -5,19 +5,21 @@ or an address the command cannot use, or a database it cannot reach; exit
 status 1 for anything else. ``keys create`` prints the secret alone on
 stdout so that ``KEY=$(mapapi keys create ...)`` works.
 
-The commands are listed here by name, with the line ``mapapi --help`` shows
-for each, and imported only once a command line names one (they live in
-``commands/``): ``mapapi --help`` and ``--version`` import none of them,
-``mapapi keys create`` only what creating a key needs. Each runs in the app
-it needs: ``serve`` in the whole service, the others in its base (settings
-and database, ``app_base``), ``mcp`` in none.
+The commands are listed in ``commands/__init__.py`` and imported only once
+a command line names one: ``mapapi keys create`` imports only what creating
+a key needs (``mapapi --help`` and ``--version`` are answered by the console
+without this group). Each runs in the app it needs: ``serve`` in the whole
+service, the others in its base (settings and database, ``app_base``),
+``mcp`` in none.
 """
 
 import sys
 from importlib import import_module
-from typing import NamedTuple
 
 import click
+
+from . import __version__
+from .commands import COMMANDS, DESCRIPTION, Listed
 
 
 class SettingRefused(click.ClickException):
@@ -25,43 +27,6 @@ class SettingRefused(click.ClickException):
 
     exit_code = 2
 
-
-class Listed(NamedTuple):
-    #: ``module:attribute`` of the click command.
-    target: str
-    #: The first paragraph of its help: what ``mapapi --help`` shows of it.
-    help: str
-    #: The app it runs in: "service" (``create_app``), "base" or "" (none).
-    app: str = "base"
-
-
-COMMANDS = {
-    "serve": Listed(
-        "mapapi.commands.serve:serve_command",
-        "Run the API under waitress (creates the schema on an empty database).",
-        "service",
-    ),
-    "worker": Listed(
-        "mapapi.commands.worker:worker_command",
-        "Deliver webhooks only (no HTTP server), until SIGTERM or SIGINT.",
-    ),
-    "accounts": Listed(
-        "mapapi.commands.accounts:accounts_group",
-        "Create and list accounts, and change their plans.",
-    ),
-    "keys": Listed("mapapi.commands.keys:keys_group", "Create, list and revoke API keys."),
-    "db": Listed(
-        "mapapi.commands.database:db_group",
-        "Apply schema migrations; back up the embedded SQLite database.",
-    ),
-    "events": Listed("mapapi.commands.events:events_group", "The change feed's events."),
-    # A client of a running service: it needs no app, no database.
-    "mcp": Listed(
-        "mapapi.mcp.command:mcp_command",
-        "Serve the API's tools to an AI agent over stdio (MCP); the key comes from MAPAPI_KEY.",
-        "",
-    ),
-}
 
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
 #: whole group (writing migrations too), with ``db backup`` added.
@@ -147,7 +112,7 @@ class OperatorGroup(click.Group):
         sys.exit(status if isinstance(status, int) else 0)
 
 
-@click.group("mapapi", cls=OperatorGroup)
-@click.version_option(package_name="mapapi", prog_name="mapapi", message="%(prog)s %(version)s")
+@click.group("mapapi", cls=OperatorGroup, help=DESCRIPTION)
+@click.version_option(__version__, prog_name="mapapi", message="%(prog)s %(version)s")
 def main():
-    """Serve mapapi, deliver its webhooks, manage its accounts and API keys, serve MCP."""
+    pass

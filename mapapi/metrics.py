@@ -21,7 +21,6 @@ per-request step waits for the server to start (``serving``).
 """
 
 import logging
-from importlib.metadata import version
 
 from prometheus_client import (
     CollectorRegistry,
@@ -37,6 +36,7 @@ from sqlalchemy import event as sqlalchemy_event
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from . import __version__
 from .extensions import db
 from .storage.models import Webhook, WebhookDelivery
 from .timeutil import utcnow
@@ -83,7 +83,7 @@ EVENTS = Counter(
     registry=REGISTRY,
 )
 Info("mapapi_build", "The mapapi version this process runs.", registry=REGISTRY).info(
-    {"version": version("mapapi")}
+    {"version": __version__}
 )
 ProcessCollector(registry=REGISTRY)
 

@@ -7,8 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
 from mapapi import cli
+from mapapi.commands import DESCRIPTION
 
 from .helpers import run_mapapi
 from .test_settings import clean_env
@@ -62,8 +64,19 @@ def test_keys_create_imports_neither_the_http_side_nor_migrations(tmp_path):
 
 def test_help_lists_every_command_with_its_own_first_line(tmp_path):
     listed = run_mapapi(clean_env(tmp_path), tmp_path, "--help").stdout.split("Commands:")[1]
+    lines = {line.split()[0]: line.split(None, 1)[1] for line in listed.strip().splitlines()}
+    assert list(lines) == list(cli.COMMANDS)
     for name, entry in cli.COMMANDS.items():
         command = cli.load(name)
         assert entry.help == inspect.cleandoc(command.help).split("\n\n")[0], name
-        assert f"  {name} " in listed, name
+        assert lines[name] == entry.help, name
     assert set(cli.FLASK_COMMANDS) <= set(cli.COMMANDS)
+
+
+def test_the_command_group_s_own_help_lists_the_same_commands():
+    """What ``--help`` says without click is what the group would say."""
+    result = CliRunner().invoke(cli.main, ["--help"])
+    assert result.exit_code == 0, result.output
+    listed = result.output.split("Commands:")[1].split()
+    assert [name for name in listed if name in cli.COMMANDS] == list(cli.COMMANDS)
+    assert " ".join(DESCRIPTION.split()) in " ".join(result.output.split())

@@ -2,14 +2,13 @@
 
 import logging
 import sys
-from importlib.metadata import version
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 from sqlalchemy.exc import IntegrityError
 
-from .. import server
+from .. import __version__, server
 from ..cli import SettingRefused
 from ..config import without_password
 from ..delivery.worker import start_in_background
@@ -64,7 +63,7 @@ def serve_command(host, port, **limits):
         schema = prepare_schema()
     log.info(
         "mapapi %s: database %s, rate-limit storage %s",
-        version("mapapi"),
+        __version__,
         shown_database(),
         without_password(app.config["RATELIMIT_STORAGE_URI"]),
     )

@@ -2,12 +2,12 @@
 
 import logging
 import signal
-from importlib.metadata import version
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from .. import __version__
 from ..delivery.worker import DeliveryWorker
 from ..extensions import db
 from ..log_output import log_to_stderr
@@ -29,7 +29,7 @@ def worker_command():
     with startup_errors():
         check_schema()
     db.session.remove()
-    log.info("mapapi %s: database %s", version("mapapi"), shown_database())
+    log.info("mapapi %s: database %s", __version__, shown_database())
     worker = DeliveryWorker(app)
 
     def request_stop(signum, _frame):
