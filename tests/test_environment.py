@@ -11,10 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from mapapi import cli, config
 
-from .helpers import free_port
+from . import backends
+from .helpers import ServeProcess, free_port
 from .test_settings import clean_env, refused_line, run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +185,20 @@ def test_every_name_the_code_and_the_docs_use_is_a_setting(folder, pattern):
         if name not in known and path != "tests/test_environment.py"
     }
     assert unknown == set()
+
+
+def test_serve_s_log_never_shows_a_password_with_reserved_characters(tmp_path, postgres_server):
+    database = backends.create_postgres_database()
+    # Trust authentication ignores the password: the server starts, and logs it hidden.
+    url = make_url(database).set(password=PASSWORD).render_as_string(hide_password=False)
+    assert "%40" in url  # SQLAlchemy writes it percent-encoded, as the docs ask
+    server = ServeProcess(clean_env(tmp_path, MAPAPI_DATABASE_URL=url, MAPAPI_BOOTSTRAP="0"),
+                          tmp_path, "secret")  # fmt: skip
+    try:
+        server.wait_until_up()
+    finally:
+        server.stop()
+        backends.drop_postgres_database(database)
+    log = server.stderr()
+    assert "database postgresql+psycopg://postgres:***@" in log, log
+    assert shows_part_of(log, PASSWORD) == [] and "%40" not in log, log

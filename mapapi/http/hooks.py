@@ -2,18 +2,8 @@
 
 from flask import request
 
-from . import (
-    access_log,
-    auth,
-    compression,
-    cors,
-    etags,
-    headers,
-    idempotency,
-    payload,
-    ratelimit,
-    request_metrics,
-)
+from . import access_log, auth, compression, cors, etags, headers, idempotency, payload, ratelimit
+from . import request_metrics
 from .errors import APIError, error_response
 
 
