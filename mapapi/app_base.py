@@ -21,7 +21,7 @@ def create_base_app(config: dict | None = None) -> Flask:
     """Raises ``config.SettingError`` when a setting has a name or value it
     cannot take (the rate limiter's settings aside: ``create_app`` checks them)."""
     instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH") or "instance")
-    # No static files: outside /api/v1 only /healthz exists.
+    # No static folder: the pages (/docs, /view) send their files from installed packages.
     app = Flask(
         "mapapi", instance_path=instance_path, instance_relative_config=True, static_folder=None
     )

@@ -199,18 +199,6 @@ def hours(value) -> float:
     return float(value)
 
 
-def tile_url(value) -> str:
-    """A tile URL template with {z}, {x} and {y}, or ``none``."""
-    text = str(value).strip()
-    if text.lower() == "none":
-        return "none"
-    if not re.fullmatch(r"https?://[^\s\"'<>]+", text):
-        raise ValueError
-    if not all(part in text for part in ("{z}", "{x}", "{y}")):
-        raise ValueError
-    return text
-
-
 class Setting(NamedTuple):
     """A setting of the app's config."""
 
@@ -269,8 +257,6 @@ SETTINGS = (
     Setting("MAPAPI_RATELIMIT_SYNC", "RATELIMIT_SYNC", rate, "100 per hour", _RATE, limiter=True),
     Setting("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "WEBHOOKS_DISABLE_AFTER_HOURS", hours, "120",
             "a decimal number of hours, more than 0 (0.01 is 36 s)"),
-    Setting("MAPAPI_VIEW_TILES", "VIEW_TILES", tile_url, "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
-            "none, or a tile URL template such as https://tile.openstreetmap.org/{z}/{x}/{y}.png"),
 )  # fmt: skip
 
 #: Environment variable -> Flask config key.

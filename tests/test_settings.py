@@ -81,7 +81,6 @@ BAD_SETTINGS = [
     ("MAPAPI_RATELIMIT_SYNC", "100 a fortnight", ["MAPAPI_RATELIMIT_SYNC", "per hour"]),
     ("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "0", ["MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "more than 0"]),
     ("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "5h", ["MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "hours"]),
-    ("MAPAPI_VIEW_TILES", "https://tiles.example.com/", ["MAPAPI_VIEW_TILES", "{z}"]),
 ]  # fmt: skip
 
 
