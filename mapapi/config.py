@@ -185,20 +185,6 @@ def address(value) -> tuple[str, int] | None:
     return found["ipv6"] or found["host"], int(found["port"])
 
 
-def hours(value) -> float:
-    """A decimal number of hours, more than 0."""
-    if isinstance(value, bool):
-        raise ValueError
-    if not isinstance(value, (int, float)):
-        text = str(value).strip()
-        if not re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,9})?", text):
-            raise ValueError
-        value = float(text)
-    if not value > 0:
-        raise ValueError
-    return float(value)
-
-
 class Setting(NamedTuple):
     """A setting of the app's config."""
 
@@ -254,9 +240,6 @@ SETTINGS = (
     # Where `serve` and `worker` answer GET /metrics (Prometheus); None: nowhere.
     Setting("MAPAPI_METRICS_ADDRESS", "METRICS_ADDRESS", address, "",
             "empty (no metrics) or HOST:PORT to listen on, such as 127.0.0.1:9108 ([::1]:9108 for IPv6)"),
-    Setting("MAPAPI_RATELIMIT_SYNC", "RATELIMIT_SYNC", rate, "100 per hour", _RATE, limiter=True),
-    Setting("MAPAPI_WEBHOOKS_DISABLE_AFTER_HOURS", "WEBHOOKS_DISABLE_AFTER_HOURS", hours, "120",
-            "a decimal number of hours, more than 0 (0.01 is 36 s)"),
 )  # fmt: skip
 
 #: Environment variable -> Flask config key.
