@@ -23,7 +23,8 @@ _children: dict[tuple[str, str, int], tuple] = {}
 def observe(response):
     if not metrics.serving:
         return response
-    current = request._get_current_object()  # one context lookup for the reads below
+    now = time.perf_counter()
+    current = request._get_current_object()  # one context lookup each, for the reads below
     rule = current.url_rule
     route = rule.rule if rule is not None else "unmatched"
     method = current.method if current.method in METHODS else "other"
@@ -38,5 +39,5 @@ def observe(response):
             ),
         )
     children[0].inc()
-    children[1].observe(time.perf_counter() - g.get("started", time.perf_counter()))
+    children[1].observe(now - getattr(g._get_current_object(), "started", now))
     return response
