@@ -164,6 +164,7 @@ def test_every_variable_an_option_reads_is_a_setting():
 
 
 MENTIONED = re.compile(r"\bMAPAPI_[A-Z0-9]+(?:_[A-Z0-9]+)*\b")
+QUOTED_REFUSAL = re.compile(r"MAPAPI_\w+ is not a setting")
 
 
 @pytest.mark.parametrize(
@@ -176,7 +177,8 @@ def test_every_name_the_code_and_the_docs_use_is_a_setting(folder, pattern):
     written = {
         (path.relative_to(ROOT).as_posix(), name)
         for path in (ROOT / folder).glob(pattern)
-        for name in MENTIONED.findall(path.read_text())
+        # The refusal quoted as an example names a misspelling on purpose.
+        for name in MENTIONED.findall(QUOTED_REFUSAL.sub("", path.read_text()))
     }
     # This file's own misspellings, and the prefix itself, are meant.
     unknown = {
