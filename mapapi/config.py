@@ -169,7 +169,9 @@ def path(value) -> str:
     return text
 
 
-_ADDRESS = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})")
+_ADDRESS = re.compile(
+    r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})"
+)
 
 
 def address(value) -> tuple[str, int] | None:
