@@ -2,19 +2,23 @@
 """How fast the ``mapapi`` commands start and how fast its processes stop,
 against an earlier commit, in one run.
 
-``python benchmarks/commands.py [--baseline REV] [--runs N]`` (issue 32):
+``python benchmarks/commands.py [--baseline REV] [--current REV] [--runs N]`` (issue 32):
 
-1. builds the mapapi of git revision REV (default: the last commit before
+1. extracts the mapapi of git revision REV (default: the last commit before
    issue 32) and the current one (``--current``, default ``HEAD``: commit
-   what you measure) each in a venv of its own, installed the same way, as
-   ``run.py --baseline`` builds its baseline (an editable install of the
-   working tree starts every interpreter a little slower);
+   what you measure) with ``git archive``, and runs each from its own
+   source in this interpreter's environment (``PYTHONPATH``): the same
+   interpreter, the same installed packages, only mapapi's code differs.
+   With ``--venvs``, each is instead installed in a venv of its own with
+   its dependencies only, as an operator installs it (as ``run.py
+   --baseline`` builds its baseline);
 2. gives each version a SQLite database made by its own ``mapapi db
    upgrade``, and accounts by its own ``mapapi accounts create``;
-3. runs, ``--runs`` rounds, the versions in turn (the order reversed each
-   round), each command once a round: ``python -c pass`` (that version's
-   interpreter), ``mapapi --version``, ``mapapi --help`` and ``mapapi keys
-   create`` (a new key each time, ten per account);
+3. runs each command once per version to warm up (bytecode compiled), then
+   ``--runs`` rounds, the versions in turn (the order reversed each
+   round), each command once a round: ``python -c pass`` (the version's
+   interpreter and environment), ``mapapi --version``, ``mapapi --help``
+   and ``mapapi keys create`` (a new key each time, ten per account);
 4. starts each version's ``mapapi serve`` and ``mapapi worker``, idle, and
    times SIGTERM to exit, ``--stops`` times each, in turn.
 
@@ -40,7 +44,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.baseline import Version, build_baseline, run_mapapi
+from harness.baseline import Version, build_baseline, extract_revision, run_mapapi
 from harness.servers import free_port
 from harness.settings import progress
 
@@ -53,6 +57,8 @@ COMMANDS = {
     "mapapi keys create": ["keys", "create"],
 }
 KEYS_PER_ACCOUNT = 10
+#: How a version's ``mapapi`` runs from its source, as its console script does.
+CONSOLE = "import sys; from mapapi.console import main; sys.exit(main())"
 TARGETS = [
     # (what, command, compared with, at most)
     ("`mapapi --version` vs `python -c pass`", "mapapi --version", "python -c pass", 5.0),
@@ -87,16 +93,38 @@ def parse_options(argv=None):
     parser.add_argument("--current", default="HEAD", help="git revision measured (HEAD)")
     parser.add_argument("--runs", type=int, default=15, help="rounds of the commands (15)")
     parser.add_argument("--stops", type=int, default=5, help="SIGTERMs per process and version (5)")
+    parser.add_argument(
+        "--venvs",
+        action="store_true",
+        help="install each version in a venv of its own, with its dependencies only",
+    )
     return parser.parse_args(argv)
 
 
-def prepare(version: Version, python: str, workdir: Path, runs: int) -> Side:
+def from_source(revision: str, workdir: Path, name: str) -> tuple[Version, dict]:
+    """The version of ``revision`` run from its extracted source by this
+    interpreter; the environment variables that make it import that source."""
+    source = workdir / name / "source"
+    commit = extract_revision(revision, source)
+    progress(f"{name}: {revision} ({commit[:12]}) from its source, in this environment")
+    extra = {"PYTHONPATH": str(source)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import mapapi; print(mapapi.__file__)"],
+        env={**os.environ, **extra}, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if not Path(where).resolve().is_relative_to(source.resolve()):
+        raise SystemExit(f"{name}: this interpreter imports mapapi from {where}, not {source}")
+    return Version(name, [sys.executable, "-c", CONSOLE], f"{revision} (commit {commit})"), extra
+
+
+def prepare(version: Version, python: str, extra: dict, workdir: Path, runs: int) -> Side:
     """The version's own database, made by its own commands, with enough accounts."""
     folder = workdir / f"{version.name}-instance"
     folder.mkdir()
     environment = {
         name: value for name, value in os.environ.items() if not name.startswith("MAPAPI_")
     }
+    environment.update(extra)
     environment.update(
         MAPAPI_DATABASE_URL=f"sqlite:///{folder / 'mapapi.sqlite3'}",
         MAPAPI_INSTANCE_PATH=str(folder),
@@ -105,7 +133,7 @@ def prepare(version: Version, python: str, workdir: Path, runs: int) -> Side:
     side = Side(version, python, folder, environment)
     progress(f"{version.name}: schema and accounts through its own mapapi")
     run_mapapi(version, ["db", "upgrade"], environment, folder)
-    for number in range(runs // KEYS_PER_ACCOUNT + 1):
+    for number in range((runs + 1) // KEYS_PER_ACCOUNT + 1):  # the warm-up's key too
         run_mapapi(version, ["accounts", "create", account(number)], environment, folder)
     return side
 
@@ -143,6 +171,10 @@ def timed(command: list[str], side: Side) -> tuple[float, float]:
 
 def measure_commands(sides: list[Side], runs: int) -> None:
     names = list(COMMANDS)
+    progress("commands: warming up")
+    for side in sides:
+        for name in names:
+            timed(command_line(side, name), side)
     for round_number in range(runs):
         progress(f"commands: round {round_number + 1}/{runs}")
         order = sides if round_number % 2 else sides[::-1]
@@ -256,7 +288,11 @@ def report(baseline: Side, current: Side, options) -> bool:
             f"- idle `mapapi {command}` exits {seconds:.2f} s after SIGTERM "
             f"(at most {STOP_TARGET_SECONDS:.0f} s) {'PASS' if ok else 'FAIL'}"
         )
+    where = (
+        "each in a venv of its own" if options.venvs else "both from source, in this environment"
+    )
     print(f"\nbaseline: {baseline.version.description}\ncurrent: {current.version.description}")
+    print(f"run: {where} ({sys.executable})")
     return met
 
 
@@ -264,14 +300,25 @@ def main(argv=None) -> int:
     options = parse_options(argv)
     with tempfile.TemporaryDirectory(prefix="mapapi-commands-") as directory:
         workdir = Path(directory)
+        if options.venvs:
+            versions = [
+                (version, str(Path(version.mapapi[0]).with_name("python")), {})
+                for version in (
+                    build_baseline(options.baseline, workdir),
+                    build_baseline(options.current, workdir, "current"),
+                )
+            ]
+        else:
+            versions = [
+                (version, sys.executable, extra)
+                for version, extra in (
+                    from_source(options.baseline, workdir, "baseline"),
+                    from_source(options.current, workdir, "current"),
+                )
+            ]
         baseline, current = (
-            prepare(
-                version, str(Path(version.mapapi[0]).with_name("python")), workdir, options.runs
-            )
-            for version in (
-                build_baseline(options.baseline, workdir),
-                build_baseline(options.current, workdir, "current"),
-            )
+            prepare(version, python, extra, workdir, options.runs)
+            for version, python, extra in versions
         )
         sides = [baseline, current]
         measure_commands(sides, options.runs)
