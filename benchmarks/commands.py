@@ -110,7 +110,8 @@ def from_source(revision: str, workdir: Path, name: str) -> tuple[Version, dict]
     extra = {"PYTHONPATH": str(source)}
     where = subprocess.run(
         [sys.executable, "-c", "import mapapi; print(mapapi.__file__)"],
-        env={**os.environ, **extra}, capture_output=True, text=True, check=True,
+        env={**os.environ, **extra}, cwd=source.parent, capture_output=True, text=True,
+        check=True,
     ).stdout.strip()  # fmt: skip
     if not Path(where).resolve().is_relative_to(source.resolve()):
         raise SystemExit(f"{name}: this interpreter imports mapapi from {where}, not {source}")
