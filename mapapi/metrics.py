@@ -91,16 +91,15 @@ ProcessCollector(registry=REGISTRY)
 serving = False
 
 
-def count_attempts(finished) -> None:
-    """Count the outcomes of attempts ``(claimed, outcome, duration_ms)``."""
-    for _claimed, outcome, _duration in finished:
-        if outcome.succeeded:
-            label = "succeeded"
-        elif outcome.response_status is None:
-            label = "failed_connection"
-        else:
-            label = "failed_status"
-        WEBHOOK_ATTEMPTS.labels(label).inc()
+def count_attempt(outcome) -> None:
+    """Count a webhook attempt's outcome (``delivery.sender.Outcome``)."""
+    if outcome.succeeded:
+        label = "succeeded"
+    elif outcome.response_status is None:
+        label = "failed_connection"
+    else:
+        label = "failed_status"
+    WEBHOOK_ATTEMPTS.labels(label).inc()
 
 
 def start_at_zero(counter: Counter, values) -> None:

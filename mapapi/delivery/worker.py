@@ -16,7 +16,7 @@ from queue import SimpleQueue
 from flask import Flask
 
 from ..extensions import db
-from ..metrics import count_attempts
+from ..metrics import count_attempt
 from . import attempts
 from .addresses import AddressRefused, destination
 from .sender import Outcome, post
@@ -128,6 +128,7 @@ class DeliveryWorker:
         try:
             started = time.monotonic()
             outcome = self.send(claimed)
+            count_attempt(outcome)
             self._finished.put((claimed, outcome, round((time.monotonic() - started) * 1000)))
             if not outcome.succeeded:
                 log.info(
@@ -147,7 +148,6 @@ class DeliveryWorker:
         finished = []
         while not self._finished.empty():
             finished.append(self._finished.get())
-        count_attempts(finished)
         attempts.record(finished, self.schedule)
 
     def send(self, claimed: attempts.Claimed) -> Outcome:
