@@ -48,8 +48,7 @@ from harness.report import (
     print_report,
 )
 from harness.scenarios import (
-    RETRY_SCENARIOS,
-    RETRY_STATES,
+    SWITCHES,
     TWIN_SERVERS,
     TWINS,
     build_scenarios,
@@ -297,7 +296,9 @@ def main(argv=None) -> int:
         scenarios, groups = len(WRK_WRITES), 0
     else:
         # A scenario with twins is measured with them in turns (load.measure_in_turn).
-        copies = [keys for _, keys in TWINS.values()] + [RETRY_SCENARIOS] * len(RETRY_STATES)
+        copies = [keys for _, keys in TWINS.values()] + [
+            keys for keys, states in SWITCHES.values() for _ in states
+        ]
         twinned = {key for keys in copies for key in keys}
         servers = len(twinned) + sum(len(keys) for keys in copies)
         scenarios = 18 - len(twinned) + (0 if options.no_references else 6)

@@ -1,5 +1,8 @@
 """mapapi: a self-hosted JSON API for maps, locations, categories, tags and layers."""
 
+#: The package's version (setup.cfg reads it from here).
+__version__ = "1.0.0"
+
 
 def create_app(config: dict | None = None):
     """Build the Flask app; ``config`` wins over every other setting (see ``mapapi.app``).

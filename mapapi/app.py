@@ -1,6 +1,5 @@
-"""The app factory: settings, extensions, hooks, blueprints, error handlers, commands."""
-
-import os
+"""The app factory: the base (settings, database), then the HTTP side:
+extensions, hooks, blueprints, error handlers, metrics, commands."""
 
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -8,20 +7,17 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from . import config as settings
 from .api import register_blueprints
 from .api.health import bp as health_bp
+from .app_base import create_base_app
 from .cli import register_commands
 from .contract.docs_page import bp as reference_bp
 from .contract.jsonprovider import OrjsonProvider
-from .extensions import db, migrate
 from .http import hooks, idempotency, ratelimit, refused_keys
 from .http.errors import register_error_handlers
 from .http.routing import IdConverter
 from .mcp.remote import bp as mcp_bp
 from .services import journal
-from .storage.database import configure_engine
-from .storage.search_indexes import include_object
+from .storage.upgrade import register_migrations
 from .view.page import bp as view_bp
-
-MIGRATIONS = os.path.join(os.path.dirname(__file__), "storage", "migrations")
 
 
 def create_app(config: dict | None = None) -> Flask:
@@ -29,12 +25,8 @@ def create_app(config: dict | None = None) -> Flask:
 
     Raises ``config.SettingError`` when a setting has a value it cannot take.
     """
-    instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH", "instance"))
-    # No static folder: the pages (/docs, /view) send their files from installed packages.
-    app = Flask(
-        __name__, instance_path=instance_path, instance_relative_config=True, static_folder=None
-    )
-    load_config(app, config)
+    app = create_base_app(config)
+    settings.check(app.config, settings.LIMITER_SETTINGS)
     # "/api/v1//maps" is no path of the contract: a JSON 404, not Werkzeug's
     # redirect (an HTML 308) to the path with the slashes merged.
     app.url_map.merge_slashes = False
@@ -54,33 +46,8 @@ def create_app(config: dict | None = None) -> Flask:
     return app
 
 
-def load_config(app: Flask, overrides: dict | None) -> None:
-    app.config.from_mapping(settings.defaults(app.instance_path))
-    app.config.from_pyfile("config.py", silent=True)
-    app.config.from_mapping(settings.from_environment())
-    app.config.from_mapping(overrides or {})
-    settings.check(app.config)
-
-
 def register_extensions(app: Flask) -> None:
-    app.config.setdefault(
-        "SQLALCHEMY_ENGINE_OPTIONS",
-        settings.engine_options(
-            app.config["SQLALCHEMY_DATABASE_URI"], app.config["DATABASE_POOL_SIZE"]
-        ),
-    )
-    db.init_app(app)
-    # Batch mode: SQLite alters a table by copying it, which Alembic then does.
-    migrate.init_app(
-        app,
-        db,
-        directory=MIGRATIONS,
-        render_as_batch=True,
-        compare_type=True,
-        include_object=include_object,
-    )
-    with app.app_context():
-        configure_engine(db.engine)
+    register_migrations(app)
     journal.init_app(app)
     ratelimit.init_app(app)
     idempotency.init_app(app)

@@ -4,27 +4,29 @@ Precedence, lowest first: the defaults below, an optional ``instance/config.py``
 the ``MAPAPI_*`` environment variables, then the ``config`` mapping given to
 ``create_app`` (used by the tests).
 
-Every setting is declared once in ``SETTINGS``: its environment variable, its
-Flask config key, the parser that turns the text into the value the code
-reads, its default and, in words, what it accepts. ``create_app`` parses them
-all before anything starts; a value a parser refuses is a ``SettingError``
-naming the setting and what it accepts, which the ``mapapi`` command prints
-as one line (exit 2). Adding a setting is one line in ``SETTINGS``.
+Every setting is declared once: ``SETTINGS`` holds those of the app's config
+(its environment variable, its Flask config key, the parser that turns the
+text into the value the code reads, its default and, in words, what it
+accepts); ``COMMAND_SETTINGS`` those a command reads itself (``serve``'s
+address and limits, the instance folder, ``mcp``'s service and key).
+Together they are every ``MAPAPI_*`` name mapapi reads.
+
+Two checks, each one line for the operator (exit 2) through ``SettingError``:
+
+- ``check_environment``, before a command starts (the ``mapapi`` console
+  runs it before it imports anything else): every ``MAPAPI_*`` name is a
+  setting, and no value carries an inline comment.
+- ``check``, when the app is built: each parser accepts its value.
+
+This module imports nothing but the standard library: the first check costs
+a command almost nothing. The parsers import what they need when they run.
 """
 
-import importlib.util
+import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
-
-from limits import parse as parse_rate
-from limits.storage import SCHEMES as RATE_LIMIT_SCHEMES
-from limits.storage import MovingWindowSupport
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-
-from .contract.fields import document_text
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
@@ -88,6 +90,8 @@ def hours(value) -> float:
 
 def rate(value) -> str:
     """A limit ``limits`` reads, of at least one request: kept as written."""
+    from limits import parse as parse_rate
+
     text = str(value).strip()
     if parse_rate(text).amount < 1:
         raise ValueError
@@ -95,8 +99,22 @@ def rate(value) -> str:
 
 
 def database_url(value) -> str:
-    """A URL SQLAlchemy can open: a known dialect whose driver is installed."""
+    """A URL SQLAlchemy can open: a known dialect whose driver is installed.
+
+    A user name or password holding ``@`` must be percent-encoded
+    (``%40``): written as it is, SQLAlchemy would read part of the password
+    as the host, and show it in its errors.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
     text = str(value).strip()
+    if "@" in _user_info(text):
+        raise SettingError(
+            "MAPAPI_DATABASE_URL: the user name or password holds '@', which a URL "
+            "reserves: write each @ as %40 (and, to be safe, / as %2F, # as %23, "
+            ": as %3A, % as %25)."
+        )
     try:
         url = make_url(text)
         dialect = url.get_dialect()
@@ -120,6 +138,11 @@ def _driver_hint(drivername: str) -> str:
 
 def rate_limit_storage(value) -> str:
     """A ``limits`` storage that keeps moving windows, with its client installed."""
+    import importlib.util
+
+    from limits.storage import SCHEMES as RATE_LIMIT_SCHEMES
+    from limits.storage import MovingWindowSupport
+
     text = str(value).strip()
     scheme = text.partition("://")[0]
     storage = RATE_LIMIT_SCHEMES.get(scheme)
@@ -188,28 +211,61 @@ def path(value) -> str:
     return text
 
 
+_ADDRESS = re.compile(
+    r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})"
+)
+
+
+def address(value) -> tuple[str, int] | None:
+    """``HOST:PORT`` (``[::1]:9108`` for IPv6) to listen on; empty for none."""
+    if value is None or isinstance(value, tuple):
+        return value
+    text = str(value).strip()
+    if not text:
+        return None
+    found = _ADDRESS.fullmatch(text)
+    if found is None or not 1 <= int(found["port"]) <= 65535:
+        raise ValueError
+    return found["ipv6"] or found["host"], int(found["port"])
+
+
 class Setting(NamedTuple):
+    """A setting of the app's config."""
+
     env: str
     key: str
     parse: Callable[[Any], Any]
     default: Any
     accepts: str
+    #: Read by the API's rate limiter alone, and parsed by its library
+    #: (``limits``): checked where the service is built (``mapapi serve``),
+    #: so that the commands that never limit a request never import it.
+    limiter: bool = False
+
+
+class CommandSetting(NamedTuple):
+    """A setting a command reads itself, not through the app's config."""
+
+    env: str
+    accepts: str
+    #: Never shown, not even in an error about it.
+    secret: bool = False
 
 
 _RATE = "a rate such as '1000 per hour' (N per second, minute, hour or day; N at least 1)"
 _BOOLEAN = "one of 1 0 true false yes no on off (any case)"
 
-#: Every setting of ``serve``, ``worker`` and ``mcp``. The database's default
-#: depends on the instance folder (``defaults``), so it is declared as None.
+#: Every setting of the app's config. The database's default depends on the
+#: instance folder (``defaults``), so it is declared as None.
 SETTINGS = (
     Setting("MAPAPI_DATABASE_URL", "SQLALCHEMY_DATABASE_URI", database_url, None,
             "a database URL: sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/NAME"),
     Setting("MAPAPI_RATELIMIT_STORAGE_URI", "RATELIMIT_STORAGE_URI", rate_limit_storage, "memory://",
-            "memory:// or redis://HOST:PORT/N (rediss://, redis+sentinel://, redis+cluster:// too)"),
-    Setting("MAPAPI_RATELIMIT_GENERAL", "RATELIMIT_GENERAL", rate, "1000 per hour", _RATE),
-    Setting("MAPAPI_RATELIMIT_MAP_CREATE", "RATELIMIT_MAP_CREATE", rate, "50 per hour", _RATE),
-    Setting("MAPAPI_RATELIMIT_BULK", "RATELIMIT_BULK", rate, "20 per hour", _RATE),
-    Setting("MAPAPI_RATELIMIT_SYNC", "RATELIMIT_SYNC", rate, "100 per hour", _RATE),
+            "memory:// or redis://HOST:PORT/N (rediss://, redis+sentinel://, redis+cluster:// too)", limiter=True),
+    Setting("MAPAPI_RATELIMIT_GENERAL", "RATELIMIT_GENERAL", rate, "1000 per hour", _RATE, limiter=True),
+    Setting("MAPAPI_RATELIMIT_MAP_CREATE", "RATELIMIT_MAP_CREATE", rate, "50 per hour", _RATE, limiter=True),
+    Setting("MAPAPI_RATELIMIT_BULK", "RATELIMIT_BULK", rate, "20 per hour", _RATE, limiter=True),
+    Setting("MAPAPI_RATELIMIT_SYNC", "RATELIMIT_SYNC", rate, "100 per hour", _RATE, limiter=True),
     Setting("MAPAPI_BOOTSTRAP", "BOOTSTRAP", boolean, "1", _BOOLEAN),
     # How many reverse proxies in front of the service set X-Forwarded-*;
     # 0 trusts none, so a client cannot choose its own rate-limit address.
@@ -231,10 +287,82 @@ SETTINGS = (
     Setting("MAPAPI_GZIP_MIN_BYTES", "GZIP_MIN_BYTES", integer(0), "1024", "a whole number of bytes, 0 (off) or more"),
     Setting("MAPAPI_VIEW_TILES", "VIEW_TILES", tile_template, "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
             "none, or an http(s) tile URL template with {z}, {x} and {y}, such as https://tile.openstreetmap.org/{z}/{x}/{y}.png"),
+    # Where `serve` and `worker` answer GET /metrics (Prometheus); None: nowhere.
+    Setting("MAPAPI_METRICS_ADDRESS", "METRICS_ADDRESS", address, "",
+            "empty (no metrics) or HOST:PORT to listen on, such as 127.0.0.1:9108 ([::1]:9108 for IPv6)"),
 )  # fmt: skip
 
 #: Environment variable -> Flask config key.
 ENVIRONMENT = {setting.env: setting.key for setting in SETTINGS}
+#: What every app checks (``app_base``), and what the service's adds.
+BASE_SETTINGS = tuple(setting for setting in SETTINGS if not setting.limiter)
+LIMITER_SETTINGS = tuple(setting for setting in SETTINGS if setting.limiter)
+
+_SERVE_LIMIT = "a whole number, 1 or more"
+
+#: The settings a command reads itself: ``serve``'s options (an option given
+#: on the command line wins over its variable), the instance folder (read
+#: before there is a config), ``mcp``'s service and key.
+COMMAND_SETTINGS = (
+    CommandSetting("MAPAPI_INSTANCE_PATH", "a folder: where the SQLite file and config.py are"),
+    CommandSetting("MAPAPI_HOST", "an address to listen on, such as 127.0.0.1 or 0.0.0.0 (serve --host)"),
+    CommandSetting("MAPAPI_PORT", "a port, 1 to 65535 (serve --port)"),
+    CommandSetting("MAPAPI_THREADS", f"{_SERVE_LIMIT} (serve --threads)"),
+    CommandSetting("MAPAPI_CONNECTION_LIMIT", f"{_SERVE_LIMIT} (serve --connection-limit)"),
+    CommandSetting("MAPAPI_IDLE_TIMEOUT", f"{_SERVE_LIMIT} (serve --idle-timeout)"),
+    CommandSetting("MAPAPI_HEADER_TIMEOUT", f"{_SERVE_LIMIT} (serve --header-timeout)"),
+    CommandSetting("MAPAPI_SEND_TIMEOUT", f"{_SERVE_LIMIT} (serve --send-timeout)"),
+    CommandSetting("MAPAPI_URL", "the running service's http:// or https:// URL (mcp --url)"),
+    CommandSetting("MAPAPI_KEY", "an API key (mapapi mcp)", secret=True),
+)  # fmt: skip
+
+#: The test suite's own variables (tests/backends.py, tests/test_soak.py):
+#: they reach the ``mapapi`` processes the tests start, and mapapi reads none.
+TEST_SUITE_VARIABLES = frozenset(
+    {
+        "MAPAPI_TEST_BACKEND",
+        "MAPAPI_TEST_POSTGRES_URL",
+        "MAPAPI_TEST_REDIS_URL",
+        "MAPAPI_SOAK_SECONDS",
+        "MAPAPI_SOAK_SEED",
+    }
+)
+
+#: Every ``MAPAPI_*`` setting, by name: what it accepts, and whether it is secret.
+ACCEPTS = {
+    **{setting.env: (setting.accepts, False) for setting in SETTINGS},
+    **{setting.env: (setting.accepts, setting.secret) for setting in COMMAND_SETTINGS},
+}
+#: An environment file's comment after a value (`` # ...``), or a value that is one.
+_INLINE_COMMENT = re.compile(r"(?:^|\s)#")
+
+
+def check_environment(environ: Mapping[str, str] = os.environ) -> None:
+    """Refuse a ``MAPAPI_*`` name that is no setting, and a value with an
+    inline comment, before anything starts: SettingError naming the first.
+
+    Names are compared in any case (``mapapi_bootstrap`` is refused too), and
+    the error names the setting the operator most likely meant.
+    """
+    for name in sorted(environ):
+        if not name.upper().startswith("MAPAPI_"):
+            continue
+        if name not in ACCEPTS and name not in TEST_SUITE_VARIABLES:
+            raise SettingError(f"{name} is not a setting; did you mean {likely_meant(name)}?")
+    for name, (accepts, secret) in ACCEPTS.items():
+        value = environ.get(name, "")
+        if _INLINE_COMMENT.search(value):
+            written = name if secret else f"{name}={shown_text(name, value)}"
+            raise SettingError(
+                f"{written} is not accepted: it holds an inline comment, which would be read "
+                f"as part of the value (write comments on lines of their own); it takes {accepts}."
+            )
+
+
+def likely_meant(name: str) -> str:
+    """The setting whose name is closest to ``name``."""
+    (closest,) = difflib.get_close_matches(name.upper(), sorted(ACCEPTS), n=1, cutoff=0)
+    return closest
 
 
 def defaults(instance_path: str) -> dict:
@@ -278,13 +406,13 @@ def from_environment(environ: Mapping[str, str] = os.environ) -> dict:
     return {key: environ[name] for name, key in ENVIRONMENT.items() if environ.get(name)}
 
 
-def check(config: dict, environ: Mapping[str, str] = os.environ) -> None:
-    """Parse every declared setting of ``config`` in place; SettingError on the first bad one.
+def check(config: dict, settings=SETTINGS, environ: Mapping[str, str] = os.environ) -> None:
+    """Parse ``settings`` of ``config`` in place; SettingError on the first bad one.
 
     The error names the environment variable when the value came from
     there, else the config key (``instance/config.py``).
     """
-    for setting in SETTINGS:
+    for setting in settings:
         value = config[setting.key]
         try:
             config[setting.key] = setting.parse(value)
@@ -299,15 +427,36 @@ def check(config: dict, environ: Mapping[str, str] = os.environ) -> None:
 
 def shown(setting: Setting, value) -> str:
     """The value as the error shows it: quoted, escaped, any password hidden."""
-    text = str(value)
-    if setting.key in {"SQLALCHEMY_DATABASE_URI", "RATELIMIT_STORAGE_URI"}:
+    return shown_text(setting.env, str(value))
+
+
+def shown_text(name: str, text: str) -> str:
+    """``text``, the value of setting ``name``, quoted and escaped; a URL's password hidden."""
+    if name.endswith(("_URL", "_URI")):
         text = without_password(text)
     return repr(text)
 
 
 def without_password(url: str) -> str:
-    """``url`` with the password of its ``user:password@`` part replaced by ``***``."""
-    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url, count=1)
+    """``url`` with the password of its ``user:password@`` part, and of a
+    ``password=`` parameter, replaced by ``***``.
+
+    The user part ends at the last ``@``: a password written with ``@``,
+    ``/``, ``#`` or ``:`` in it is hidden whole, even where it makes the
+    URL one that no parser reads as meant.
+    """
+    scheme, separator, rest = url.partition("://")
+    if separator and "@" in rest:
+        user_info, _, place = rest.rpartition("@")
+        user, colon, _password = user_info.partition(":")
+        rest = f"{user}{':***' if colon else ''}@{place}"
+    return re.sub(r"(?i)(\bpassword=)[^&]*", r"\1***", f"{scheme}{separator}{rest}")
+
+
+def _user_info(url: str) -> str:
+    """The ``user:password`` part of ``url`` as written (up to its last ``@``)."""
+    _scheme, separator, rest = url.partition("://")
+    return rest.rpartition("@")[0] if separator else ""
 
 
 def engine_options(database_url: str, pool_size: int) -> dict:
@@ -319,6 +468,8 @@ def engine_options(database_url: str, pool_size: int) -> dict:
     3 s, a connection whose packets go unacknowledged (a lost network) is
     dropped after 10 s, and no statement runs longer than 30 s.
     """
+    from .contract.documents import document_text
+
     options = {
         "pool_size": pool_size,
         "max_overflow": pool_size,

@@ -1,24 +1,53 @@
 """The ``mapapi`` console script.
 
-``mapapi mcp`` and ``mapapi sync`` are dispatched before the Flask command
-group is imported: they are clients of a running service and need none of
-the app, so they start in about half the time. Every other command is the
-group in ``cli.py`` (which lists ``mcp`` and ``sync`` too, for ``--help``).
+``mapapi --help`` and ``mapapi --version`` are answered here, from the
+list of commands, without importing click: a script that asks costs
+little more than the interpreter's start. They need no settings.
+
+Otherwise the environment is checked first, before anything else is
+imported: a ``MAPAPI_*`` name that is no setting, or a value with an
+inline comment, stops every command in one line (exit 2).
+
+The clients of a running service (``mapapi mcp``, ``mapapi sync``: the
+commands listed with no app) are dispatched before the command group is
+imported: they need none of the app, so an agent's host or a nightly job
+starts them in about half the time. Every other command is the group in
+``cli.py``, which imports a command only once it is named.
 """
 
 import sys
+from importlib import import_module
+
+from . import __version__
+from .commands import COMMANDS, help_text
+from .config import SettingError, check_environment
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["mcp"]:
-        from .mcp.command import mcp_command
-
-        mcp_command.main(sys.argv[2:], prog_name="mapapi mcp")
-    elif sys.argv[1:2] == ["sync"]:
-        from .filesync.command import sync_command
-
-        sync_command.main(sys.argv[2:], prog_name="mapapi sync")
+    arguments = sys.argv[1:]
+    if arguments == ["--version"]:
+        print(f"mapapi {__version__}")
+        return
+    if arguments == ["--help"]:
+        print(help_text())
+        return
+    if not asks_for_help(arguments):
+        try:
+            check_environment()
+        except SettingError as error:
+            print(f"Error: {error}", file=sys.stderr)
+            sys.exit(2)
+    client = COMMANDS.get(arguments[0]) if arguments else None
+    if client is not None and not client.app:
+        module, _, attribute = client.target.partition(":")
+        command = getattr(import_module(module), attribute)
+        command.main(arguments[1:], prog_name=f"mapapi {arguments[0]}")
     else:
         from .cli import main as command_group
 
         command_group()
+
+
+def asks_for_help(arguments: list[str]) -> bool:
+    """Whether the command line only asks what there is: usage, or a command's help."""
+    return not arguments or "--help" in arguments

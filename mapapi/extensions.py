@@ -1,8 +1,10 @@
-"""The Flask extensions, created unbound and bound to an app in ``create_app``."""
+"""The database extension, created unbound and bound to an app in ``create_app``.
 
-from flask_limiter import Limiter
-from flask_limiter.util import get_remote_address
-from flask_migrate import Migrate
+Flask-Limiter's is created beside the buckets (``http.ratelimit``) and
+Flask-Migrate's beside the migrations (``storage.upgrade``): the ``mapapi``
+commands that only read and write accounts and keys import neither.
+"""
+
 from flask_sqlalchemy import SQLAlchemy
 from flask_sqlalchemy.session import Session as FlaskSession
 from sqlalchemy import MetaData
@@ -50,10 +52,3 @@ class Session(FlaskSession):
 db = SQLAlchemy(
     model_class=Base, session_options={"expire_on_commit": False, "class_": Session}
 )
-
-migrate = Migrate()
-
-# Flask-Limiter supplies the configured storage and moving-window strategy;
-# mapapi.ratelimit checks the contract's buckets with it, passing each
-# bucket's key explicitly, so this key function is only Flask-Limiter's default.
-limiter = Limiter(key_func=get_remote_address)

@@ -75,11 +75,16 @@ class BatchedStreamHandler(logging.StreamHandler):
             self._write_pending()
 
     def close(self) -> None:
+        """Write what is left and let the writer end.
+
+        ``logging.shutdown`` calls this holding the handler's lock, which the
+        writer needs: waiting for the writer here would wait until a time-out,
+        at every exit. The writer is a daemon thread, and finds nothing left.
+        """
         with self.lock:
             self._closed = True
+            self._write_pending()
         self._waiting.set()
-        self._writer.join(timeout=1)
-        self.flush()  # what is left, should the writer not have taken it
         super().close()
 
     def _write_pending(self, record: logging.LogRecord | None = None) -> None:

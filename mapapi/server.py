@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 #: How long in-flight requests may take to finish after a stop signal.
 DRAIN_SECONDS = 30.0
-#: How long a connection accepted just before the signal gets to be read.
+#: How long a connection accepted just before the signal, and not read yet,
+#: gets for its request to arrive.
 READ_GRACE_SECONDS = 0.5
 
 
@@ -110,13 +111,18 @@ def raise_open_files_limit(limits: Limits) -> Limits:
     return limits
 
 
-def serve(app, host: str, port: int, limits: Limits | None = None) -> None:
+def listen(app, host: str, port: int, limits: Limits | None = None):
+    """A server bound to ``host:port`` (OSError when it cannot be), not yet serving."""
     attempts = app.config["WEBHOOKS_CONCURRENCY"] if app.config["WEBHOOKS_DELIVER"] else 0
     limits = replace(
         limits or Limits(), body_bytes=app.config["MAX_CONTENT_LENGTH"], outgoing_sockets=attempts
     )
     limits = raise_open_files_limit(limits)
-    server = create_server(app, host, port, limits)
+    return create_server(app, host, port, limits)
+
+
+def run(server) -> None:
+    """Serve until SIGTERM or SIGINT, then stop as the module says."""
     stopping = threading.Event()
 
     def request_stop(signum, _frame):
@@ -131,7 +137,6 @@ def serve(app, host: str, port: int, limits: Limits | None = None) -> None:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    log.info("Serving on http://%s:%s", server.effective_host, server.effective_port)
     server.run()  # returns once every connection and the listener are closed
     server.task_dispatcher.shutdown(timeout=5)
     log.info("stopped")
@@ -140,8 +145,16 @@ def serve(app, host: str, port: int, limits: Limits | None = None) -> None:
 def shutdown(server) -> threading.Thread:
     """Stop accepting, let the requests in progress finish, then close every
     connection, which makes ``server.run()`` return. Safe from any thread."""
-    server.trigger.pull_trigger(lambda: _stop_listening(server))
-    closer = threading.Thread(target=_close_when_idle, args=(server,), daemon=True)
+    listening_stopped = threading.Event()
+
+    def stop_listening():
+        _stop_listening(server)
+        listening_stopped.set()
+
+    server.trigger.pull_trigger(stop_listening)
+    closer = threading.Thread(
+        target=_close_when_idle, args=(server, listening_stopped), daemon=True
+    )
     closer.start()
     return closer
 
@@ -168,12 +181,26 @@ def _is_idle(server) -> bool:
     )
 
 
-def _close_when_idle(server) -> None:
-    # A connection just taken in may not have been read yet, and looks idle.
-    time.sleep(READ_GRACE_SECONDS)
-    deadline = time.monotonic() + DRAIN_SECONDS
-    while not _is_idle(server) and time.monotonic() < deadline:
-        time.sleep(0.05)
+def _has_unread(server) -> bool:
+    """Whether a connection was taken in and nothing read from it yet: its
+    request may still be on its way."""
+    return any(
+        channel.last_activity == channel.creation_time
+        for channel in list(server.active_channels.values())
+    )
+
+
+def _close_when_idle(server, listening_stopped: threading.Event) -> None:
+    # The event loop takes in the connections already accepted first; one
+    # taken in then but not read yet looks idle, so it gets a short grace.
+    # An idle server, with no such connection, closes at once.
+    listening_stopped.wait(timeout=1)
+    now = time.monotonic()
+    grace_end, deadline = now + READ_GRACE_SECONDS, now + DRAIN_SECONDS
+    while time.monotonic() < deadline and (
+        not _is_idle(server) or (_has_unread(server) and time.monotonic() < grace_end)
+    ):
+        time.sleep(0.02)
 
     def close_everything():
         for dispatcher in list(server._map.values()):

@@ -10,7 +10,7 @@ import requests
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
-from mapapi.app import MIGRATIONS
+from mapapi.storage.upgrade import MIGRATIONS
 
 from . import backends
 from .helpers import ServeProcess, mapapi_program

@@ -82,6 +82,8 @@ BAD_SETTINGS = [
     ("MAPAPI_DATABASE_URL", "not a url", ["MAPAPI_DATABASE_URL", "sqlite:///"]),
     ("MAPAPI_DATABASE_URL", "mysql+pymysql://u:hunter2@127.0.0.1/x", ["MAPAPI_DATABASE_URL", "not installed"]),
     ("MAPAPI_DATABASE_URL", "postgresql+psycopg2://u:hunter2@127.0.0.1/x", ["MAPAPI_DATABASE_URL", "not installed"]),
+    ("MAPAPI_METRICS_ADDRESS", "9108", ["MAPAPI_METRICS_ADDRESS", "HOST:PORT"]),
+    ("MAPAPI_METRICS_ADDRESS", "127.0.0.1:70000", ["MAPAPI_METRICS_ADDRESS", "HOST:PORT"]),
 ]  # fmt: skip
 
 
@@ -134,12 +136,21 @@ def test_settings_are_read_into_the_values_the_code_uses(tmp_path, monkeypatch):
     assert app.config["WEBHOOKS_DISABLE_AFTER_HOURS"] == 0.01
 
 
-def test_a_bad_value_in_instance_config_names_its_key(tmp_path):
+@pytest.mark.parametrize(
+    "command, setting, words",
+    [
+        (["accounts", "list"], 'DATABASE_POOL_SIZE = "many"', ["DATABASE_POOL_SIZE='many'", "1 or more"]),
+        # The rate limiter's settings are checked by the command that limits requests.
+        (["serve"], 'RATELIMIT_GENERAL = "many"', ["RATELIMIT_GENERAL='many'", "per hour"]),
+    ],
+)  # fmt: skip
+def test_a_bad_value_in_instance_config_names_its_key(tmp_path, command, setting, words):
     (tmp_path / "instance").mkdir()
-    (tmp_path / "instance" / "config.py").write_text('RATELIMIT_GENERAL = "many"\n')
-    result = run(tmp_path, clean_env(tmp_path), "accounts", "list")
-    line = refused_line(result)
-    assert "RATELIMIT_GENERAL='many'" in line and "per hour" in line, line
+    (tmp_path / "instance" / "config.py").write_text(setting + "\n")
+    line = refused_line(run(tmp_path, clean_env(tmp_path), *command))
+    for word in words:
+        assert word in line, line
+    assert not (tmp_path / "instance" / "mapapi.sqlite3").exists()
 
 
 def test_a_bad_option_of_serve_is_one_line_and_exit_2(tmp_path):

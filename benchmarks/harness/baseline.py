@@ -90,23 +90,13 @@ def compare_versions(options, backends, wrk, workdir: Path, processes: Processes
     }
 
 
-def build_baseline(revision: str, workdir: Path) -> Version:
-    """``git archive REV`` into the run's folder, and a venv with it installed."""
-    repository = str(HERE.parent)
-    found = subprocess.run(
-        ["git", "-C", repository, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if found.returncode != 0:
-        raise SystemExit(f"--baseline {revision}: no such commit in {repository}")
-    commit = found.stdout.strip()
-    folder = workdir / "baseline"
+def build_baseline(revision: str, workdir: Path, name: str = "baseline") -> Version:
+    """``git archive REV`` into the run's folder, and a venv with it installed
+    (``name``: the version's, and its folder's)."""
+    folder = workdir / name
     source, venv = folder / "source", folder / "venv"
-    source.mkdir(parents=True)
-    progress(f"baseline: extracting {revision} ({commit[:12]}) and installing it in a venv")
-    archive = folder / "source.tar"
-    subprocess.run(["git", "-C", repository, "archive", "-o", str(archive), commit], check=True)
-    subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(source)], check=True)
+    commit = extract_revision(revision, source)
+    progress(f"{name}: installing {revision} ({commit[:12]}) in a venv")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     installed = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "-q", f"{source}[postgres]"],
@@ -115,7 +105,24 @@ def build_baseline(revision: str, workdir: Path) -> Version:
     if installed.returncode != 0:
         raise SystemExit(f"installing {revision} failed:\n{installed.stderr[-3000:]}")
     check_imports_its_own(venv, folder)
-    return Version("baseline", [str(venv / "bin" / "mapapi")], f"{revision} (commit {commit})")
+    return Version(name, [str(venv / "bin" / "mapapi")], f"{revision} (commit {commit})")
+
+
+def extract_revision(revision: str, source: Path) -> str:
+    """The files of git revision ``revision`` in the folder ``source`` (made); its commit."""
+    repository = str(HERE.parent)
+    found = subprocess.run(
+        ["git", "-C", repository, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if found.returncode != 0:
+        raise SystemExit(f"{revision}: no such commit in {repository}")
+    commit = found.stdout.strip()
+    source.mkdir(parents=True)
+    archive = source.parent / f"{source.name}.tar"
+    subprocess.run(["git", "-C", repository, "archive", "-o", str(archive), commit], check=True)
+    subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(source)], check=True)
+    return commit
 
 
 def check_imports_its_own(venv: Path, folder: Path) -> None:

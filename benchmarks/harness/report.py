@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .load import merge_counts, turn_ratios
-from .scenarios import GUARDED_SCENARIOS, RETRY_SCENARIOS, TWINS, Scenario
+from .scenarios import GUARDED_SCENARIOS, METRICS_SCENARIOS, RETRY_SCENARIOS, TWINS, Scenario
 from .settings import BULK_SIZE, SERVER_THREADS, SMALL_STATEMENT_COUNT
 
 
@@ -161,8 +161,9 @@ LABELS = {
 #: What a part of mapapi may cost a request that does not use it, as pairs
 #: of scenarios measured in turn: its connection guards (issue 22), mapapi
 #: serve against plain waitress; the steps of safe retries for a request
-#: with neither Idempotency-Key nor a precondition (issue 16), switched on
-#: and off in one process. (name, least ratio, key prefixes, scenarios)
+#: with neither Idempotency-Key nor a precondition (issue 16), and the
+#: per-request step of the metrics (issue 32), each switched on and off in
+#: one process. (name, least ratio, key prefixes, scenarios)
 TWIN_GOALS = [
     ("mapapi serve vs plain waitress (issue 22)", 0.95, ("", "unguarded_"), GUARDED_SCENARIOS),
     (
@@ -170,6 +171,12 @@ TWIN_GOALS = [
         0.95,
         ("retries_on_", "retries_off_"),
         RETRY_SCENARIOS,
+    ),
+    (
+        "metrics on vs off, one process (issue 32)",
+        0.97,
+        ("metrics_on_", "metrics_off_"),
+        METRICS_SCENARIOS,
     ),
 ]
 

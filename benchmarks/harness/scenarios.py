@@ -40,7 +40,7 @@ class Scenario:
     #: in turn with it in each run (``load.measure_in_turn``); empty for most.
     twin: str = ""
     #: A signal sent to the server before each measurement: the state a
-    #: switchable twin serves this scenario in (``RETRY_STATES``).
+    #: switchable twin serves this scenario in (``SWITCHES``).
     switch: signal.Signals | None = None
 
 
@@ -221,14 +221,29 @@ TWINS = {
     "unguarded": ("plain waitress: ", GUARDED_SCENARIOS),
     "again": ("mapapi serve again: ", CONTROL_SCENARIOS),
 }
-#: The twin whose retry steps a signal switches (``references/retry_switch.py``),
-#: and the states it serves issue 16's scenarios in: label, signal.
-RETRY_SWITCH = "retry_switch"
-RETRY_STATES = {
-    "retries_on": ("retry steps on: ", signal.SIGUSR2),
-    "retries_off": ("retry steps off: ", signal.SIGUSR1),
+#: What issue 32 compares: the per-request step of the metrics switched on
+#: and off in one process that serves its metrics, for the cheapest
+#: request (the refused key, where a fixed cost weighs most), a read and a write.
+METRICS_SCENARIOS = ("get_map", "create", "bad_key")
+#: The twins whose steps a signal switches (``references/<name>.py``): the
+#: scenarios each serves, and its states: key prefix -> (label, signal).
+SWITCHES = {
+    "retry_switch": (
+        RETRY_SCENARIOS,
+        {
+            "retries_on": ("retry steps on: ", signal.SIGUSR2),
+            "retries_off": ("retry steps off: ", signal.SIGUSR1),
+        },
+    ),
+    "metrics_switch": (
+        METRICS_SCENARIOS,
+        {
+            "metrics_on": ("metrics on: ", signal.SIGUSR2),
+            "metrics_off": ("metrics off: ", signal.SIGUSR1),
+        },
+    ),
 }
-TWIN_SERVERS = (*TWINS, RETRY_SWITCH)
+TWIN_SERVERS = (*TWINS, *SWITCHES)
 
 
 def twin_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
@@ -238,8 +253,9 @@ def twin_scenarios(scenarios: list[Scenario]) -> list[Scenario]:
         for server, (label, keys) in TWINS.items()
         for copy in twins(server, label, scenarios, keys)
     ]
-    for state, (label, switch) in RETRY_STATES.items():
-        copies += twins(RETRY_SWITCH, label, scenarios, RETRY_SCENARIOS, state, switch)
+    for server, (keys, states) in SWITCHES.items():
+        for state, (label, switch) in states.items():
+            copies += twins(server, label, scenarios, keys, state, switch)
     return copies
 
 

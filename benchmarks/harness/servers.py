@@ -94,7 +94,7 @@ def mapapi_command() -> list[str]:
     script = Path(sys.executable).with_name("mapapi")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from mapapi.cli import main; main()"]
+    return [sys.executable, "-c", "from mapapi.console import main; main()"]
 
 
 def server_environment(database_url: str, instance_path: Path) -> dict:

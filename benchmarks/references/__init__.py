@@ -5,6 +5,7 @@ nothing else), ``floor.py`` (every check mapapi makes, on the database
 driver alone), ``peer.py`` (the same reads as FastAPI's tutorial
 teaches them), and mapapi's own app served another way:
 ``unguarded.py`` (on plain waitress, without ``mapapi serve``'s connection
-guards), ``retry_switch.py`` (its request steps of safe retries switched off and on)
-and ``again.py`` (``mapapi serve`` itself, the control).
+guards), ``retry_switch.py`` (its request steps of safe retries switched off and on),
+``metrics_switch.py`` (serving its metrics, their per-request step switched off
+and on) and ``again.py`` (``mapapi serve`` itself, the control).
 """

@@ -5,13 +5,13 @@ boolean, ``1.9`` an integer); these fields accept only the JSON type asked
 for, trim strings and refuse U+0000 and text that is not valid Unicode.
 """
 
-import json
 import math
 import re
 
 from marshmallow import ValidationError, fields, validate
 
 from ..timeutil import format_timestamp, parse_timestamp, utcnow
+from .documents import Document, document_text
 
 NUL = "\x00"
 PROPERTIES_MAX_BYTES = 16_384
@@ -126,25 +126,6 @@ class IdList(fields.List):
         if len(ids) > IDS_MAX:  # counted as sent, before duplicates collapse
             raise ValidationError(f"At most {IDS_MAX} ids.")
         return list(dict.fromkeys(ids))
-
-
-class Document(dict):
-    """A ``properties`` object that keeps the JSON text it was measured by,
-    so the database stores that text rather than encoding it again."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, value: dict, text: str):
-        super().__init__(value)
-        self.text = text
-
-
-def document_text(value) -> str:
-    """A JSON document as it is measured and stored: compact UTF-8 (no ``\\u``
-    escapes), keys in their order. The database engine's JSON serializer."""
-    if type(value) is Document:
-        return value.text
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Properties(fields.Dict):

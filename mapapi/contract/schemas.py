@@ -15,6 +15,7 @@ from marshmallow import (
     validate,
 )
 
+from ..http.auth import SCOPES
 from ..timeutil import utcnow
 from .fields import (
     Choice,
@@ -33,7 +34,6 @@ from .fields import (
 )
 
 MAP_STYLES = ("streets", "outdoors", "light", "dark", "satellite", "satellite-streets")
-SCOPES = ("READ_ONLY", "READ_WRITE")
 DEFAULT_LAYER_COLOR = "#3B82F6"
 #: Items of a bulk create and of a plain import.
 BULK_MAX = 100

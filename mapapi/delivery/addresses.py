@@ -209,7 +209,7 @@ def _refuse_private(addresses: list[str]) -> None:
     if any(is_forbidden(address) for address in addresses):
         raise AddressRefused(
             "Must not point to a loopback, private, link-local, multicast, reserved "
-            "or unspecified address."
+            "or unspecified address (unless the service runs with MAPAPI_WEBHOOKS_ALLOW_PRIVATE=1)."
         )
 
 

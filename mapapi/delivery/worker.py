@@ -37,6 +37,7 @@ from queue import SimpleQueue
 from flask import Flask
 
 from ..extensions import db
+from ..metrics import count_attempt
 from ..timeutil import utcnow
 from . import attempts, claims
 from .addresses import AddressRefused, GetAddrInfo, Lookups, destination, system_lookups
@@ -89,13 +90,23 @@ class DeliveryWorker:
         self._following: int | None = None
         self._pass_made = 0
         self._pruned_at = 0.0
+        #: The loop delivering, once ``run`` has started it.
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def request_stop(self) -> None:
+        """Stop after the attempts in flight, without waiting out the poll
+        interval (from any thread: the loop is woken in its own)."""
+        self.stop.set()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
 
     def run(self) -> None:
         """Deliver until ``stop`` is set, then let the attempts in flight finish."""
         asyncio.run(self._deliver())
 
     async def _deliver(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         flying: set[asyncio.Task] = set()
         with ThreadPoolExecutor(1, thread_name_prefix="mapapi-deliver-db") as database:
@@ -215,9 +226,10 @@ class DeliveryWorker:
             self._wake.set()
 
     def attempt_made(self, finished: attempts.Finished) -> None:
-        """The one place every attempt's outcome passes (a counter of
-        outcomes belongs here): logged if it failed, queued for recording."""
+        """The one place every attempt's outcome passes: counted, logged if
+        it failed, queued for recording."""
         outcome, claimed = finished.outcome, finished.claimed
+        count_attempt(outcome)
         if not outcome.succeeded:
             log.info(
                 "webhook %s: attempt %d of event %s failed: %s",
@@ -240,11 +252,11 @@ class DeliveryWorker:
         return await post(found, headers, body)
 
 
-def start_in_background(app: Flask) -> tuple[threading.Thread, threading.Event] | None:
+def start_in_background(app: Flask) -> tuple[threading.Thread, DeliveryWorker] | None:
     """For `mapapi serve`: deliver in a daemon thread, unless turned off."""
     if not app.config["WEBHOOKS_DELIVER"]:
         return None
     worker = DeliveryWorker(app)
     thread = threading.Thread(target=worker.run, name="mapapi-webhooks", daemon=True)
     thread.start()
-    return thread, worker.stop
+    return thread, worker

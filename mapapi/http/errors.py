@@ -13,7 +13,6 @@ from functools import partial
 from typing import TypeVar
 
 from flask import g, jsonify
-from marshmallow import ValidationError
 from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
@@ -71,6 +70,9 @@ def settled(check: Callable[[], T]) -> Callable[[], T]:
     For a check better done early that must still answer in the contract's
     order, after another check made later (a map's 404 before a body's 400).
     """
+    # Imported here, as below: the commands that use APIError load no bodies.
+    from marshmallow import ValidationError
+
     try:
         value = check()
     except (APIError, ValidationError) as refusal:
@@ -100,6 +102,8 @@ def stringify_keys(messages):
 
 
 def register_error_handlers(app) -> None:
+    from marshmallow import ValidationError
+
     app.register_error_handler(APIError, error_response)
     app.register_error_handler(HTTPException, _handle_http_exception)
     app.register_error_handler(ValidationError, _handle_validation_error)
@@ -123,7 +127,8 @@ def _handle_http_exception(exc: HTTPException):
     return error_response(APIError(status, code, message, headers=headers))
 
 
-def _handle_validation_error(exc: ValidationError):
+def _handle_validation_error(exc):
+    """marshmallow's ValidationError."""
     return error_response(
         validation_error("The request is invalid.", stringify_keys(exc.normalized_messages()))
     )

@@ -3,6 +3,7 @@
 from flask import request
 
 from . import access_log, auth, compression, cors, etags, headers, idempotency, payload, ratelimit
+from . import request_metrics
 from .errors import APIError, error_response
 
 
@@ -41,11 +42,13 @@ def before_request():
 
 
 def after_request(response):
-    """Every response's headers, its encoding (last: it changes the body), its log line."""
+    """Every response's headers, its encoding (last: it changes the body), its
+    count in the metrics, its log line."""
     response = idempotency.finish(response)
     response = etags.add_etag(response)
     response = ratelimit.add_rate_limit_headers(response)
     response = headers.add_standard_headers(response)
     response = cors.add_cors_headers(response)
     response = compression.compress(response)
+    response = request_metrics.observe(response)
     return access_log.log_request(response)

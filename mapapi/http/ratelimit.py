@@ -16,18 +16,25 @@ import time
 from typing import NamedTuple
 
 from flask import current_app, g, request
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
 from limits import RateLimitItem, parse
 from limits.errors import StorageError
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 
 from ..contract.geojson import asks_upsert
-from ..extensions import limiter
+from ..metrics import RATE_LIMITED, start_at_zero
 from .auth import is_api_request
 from .errors import APIError
 from .memory_window import SteadyMemoryStorage
 
 log = logging.getLogger(__name__)
+
+# Flask-Limiter supplies the configured storage and moving-window strategy;
+# the buckets below are checked with it, passing each bucket's key
+# explicitly, so this key function is only Flask-Limiter's default.
+limiter = Limiter(key_func=get_remote_address)
 
 #: Config key of each bucket's limit string.
 BUCKET_SETTINGS = {
@@ -154,6 +161,7 @@ def init_app(app) -> None:
     for name, funcs in hooks.items():
         funcs[:] = [func for func in funcs if func in before[name]]
     app.extensions["mapapi.buckets"] = Buckets(app)
+    start_at_zero(RATE_LIMITED, BUCKET_SETTINGS)
 
 
 def _request_hooks(app) -> dict[str, list]:
@@ -253,4 +261,5 @@ def _take(bucket: str, identity: str) -> None:
 
 def _refuse(bucket: str, identity: str) -> None:
     g.rate_limit_states.append(_buckets().state(bucket, identity))
+    RATE_LIMITED.labels(bucket).inc()
     raise APIError(429, "RATE_LIMIT_EXCEEDED", f"Too many requests: the {bucket} limit is reached.")

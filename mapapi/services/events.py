@@ -34,6 +34,7 @@ from sqlalchemy import (
 from ..contract.jsonprovider import RawJSON, encode
 from ..extensions import db
 from ..http.errors import APIError, validation_error
+from ..metrics import count_events
 from ..storage.models import Event, could_be_id
 from ..timeutil import format_timestamp, utcnow
 
@@ -78,14 +79,17 @@ def record(account_id: str, changes: list[tuple[str, str | None, str]]) -> None:
         connection = db.session.connection()
         rows = [_row(account_id, *change) for change in changes]
         connection.execute(_INSERT[connection.dialect.name], rows[0] if len(rows) == 1 else rows)
+        count_events(db.session, [row["type"] for row in rows])
 
 
 def record_one(account_id: str, type_: str, map_id: str | None, data: str) -> int:
     """``record`` for one event; its id."""
     connection = db.session.connection()
-    return connection.scalar(
+    event_id = connection.scalar(
         _INSERT_ONE[connection.dialect.name], _row(account_id, type_, map_id, data)
     )
+    count_events(db.session, [type_])
+    return event_id
 
 
 def _row(account_id: str, type_: str, map_id: str | None, data: str) -> dict:

@@ -1,29 +1,62 @@
-"""Whether the database schema matches this version's migrations, and
-creating it on a new database."""
+"""The schema's migrations: bound to the app, applied, and compared with
+the database.
 
+``serve`` creates the schema on a new database and applies what the
+embedded SQLite one lacks, in one log line (Alembic's own lines are kept
+for ``mapapi db upgrade``, the command whose whole job they describe);
+``worker`` never changes the schema (``check_schema``).
+"""
+
+import logging
+import os
 from contextlib import contextmanager
 
 from alembic.script import ScriptDirectory
-from flask import current_app
-from flask_migrate import upgrade
+from flask import Flask, current_app
+from flask_migrate import Migrate, upgrade
 from sqlalchemy import inspect, text
 
 from ..extensions import db
+from .search_indexes import include_object
 
+MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 #: PostgreSQL advisory lock held while a starting process looks at the schema.
 _SCHEMA_LOCK = int.from_bytes(b"mapapi", "big")
+
+migrate = Migrate()
+
+
+def register_migrations(app: Flask) -> None:
+    """Bind Flask-Migrate (``flask --app mapapi db ...``, and ``upgrade`` below)."""
+    if "migrate" in app.extensions:
+        return
+    # Batch mode: SQLite alters a table by copying it, which Alembic then does.
+    migrate.init_app(
+        app,
+        db,
+        directory=MIGRATIONS,
+        render_as_batch=True,
+        compare_type=True,
+        include_object=include_object,
+    )
+
+
+def newest_revision() -> str:
+    return ScriptDirectory(MIGRATIONS).get_current_head()
+
+
+def current_revision() -> str | None:
+    """The revision the database is at; None when it has none (a new database)."""
+    # Read directly, not through alembic's MigrationContext, which logs.
+    with db.engine.connect() as connection:
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def pending_migrations() -> bool:
     """True when the database is behind the newest migration (or empty)."""
-    config = current_app.extensions["migrate"].migrate.get_config()
-    heads = set(ScriptDirectory.from_config(config).get_heads())
-    # Read directly, not through alembic's MigrationContext, which logs.
-    with db.engine.connect() as connection:
-        if not inspect(connection).has_table("alembic_version"):
-            return True
-        current = set(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
-    return current != heads
+    return current_revision() != newest_revision()
 
 
 def is_empty() -> bool:
@@ -33,8 +66,9 @@ def is_empty() -> bool:
     return not present & set(db.metadata.tables)
 
 
-def prepare_schema() -> None:
-    """Create the schema on an empty database; bring the embedded SQLite one up to date.
+def prepare_schema() -> str:
+    """Create the schema on an empty database; bring the embedded SQLite one
+    up to date. What was done, in one line for the log.
 
     A shared server database that is behind is upgraded by its operator
     (``mapapi db upgrade``), once, never by each of many starting processes.
@@ -42,15 +76,25 @@ def prepare_schema() -> None:
     for it on a lock, then find the schema there.
     """
     if db.engine.dialect.name == "sqlite":
-        upgrade()
-        return
+        return _upgrade_quietly()
     with _schema_lock():
         if is_empty():
-            upgrade()
-        elif pending_migrations():
-            raise RuntimeError(
-                "The database schema is out of date: run `mapapi db upgrade` first."
-            )
+            return _upgrade_quietly()
+        if pending_migrations():
+            raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")
+    return _summary(newest_revision(), newest_revision())
+
+
+def check_schema() -> None:
+    """For a process that never changes the schema (``mapapi worker``):
+    RuntimeError, naming the command that does, unless it is up to date."""
+    if is_empty():
+        raise RuntimeError(
+            "The database has no schema: create it with `mapapi db upgrade` "
+            "(or by starting `mapapi serve`), then start the worker."
+        )
+    if pending_migrations():
+        raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")
 
 
 def apply_migrations(revision: str = "head") -> None:
@@ -61,11 +105,36 @@ def apply_migrations(revision: str = "head") -> None:
     moment, never both create the tables: the second waits, then finds the
     schema up to date.
     """
+    register_migrations(current_app)
     if db.engine.dialect.name == "sqlite":
         upgrade(revision=revision)
         return
     with _schema_lock():
         upgrade(revision=revision)
+
+
+def _upgrade_quietly() -> str:
+    """Apply what is missing with Alembic's INFO lines silenced; a summary of it."""
+    register_migrations(current_app)
+    before = current_revision()
+    alembic_log = logging.getLogger("alembic")
+    level = alembic_log.level
+    alembic_log.setLevel(logging.WARNING)
+    try:
+        upgrade()
+    finally:
+        alembic_log.setLevel(level)
+    return _summary(before, newest_revision())
+
+
+def _summary(before: str | None, after: str) -> str:
+    if before == after:
+        return f"database schema up to date (revision {after})"
+    script = ScriptDirectory(MIGRATIONS)
+    applied = len(list(script.iterate_revisions(after, before or "base")))
+    if before is None:
+        return f"database schema created: {applied} migrations applied (revision {after})"
+    return f"database schema upgraded: {applied} migrations applied (revision {before} to {after})"
 
 
 @contextmanager
