@@ -3,7 +3,7 @@
 import click
 
 from ..extensions import db
-from ..http.auth import SCOPES
+from ..contract.scopes import SCOPES
 from ..services import accounts as account_service
 from ..services.keys import issue_key, listed_keys, revoke_key
 from ..timeutil import format_timestamp, utcnow

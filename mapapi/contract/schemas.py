@@ -15,7 +15,7 @@ from marshmallow import (
     validate,
 )
 
-from ..http.auth import SCOPES
+from .scopes import SCOPES
 from ..timeutil import utcnow
 from .fields import (
     Choice,

@@ -27,8 +27,6 @@ from .refused_keys import refused_keys
 API_PREFIX = "/api/v1"
 #: The one path under the API that needs no key: its description.
 OPENAPI_PATH = API_PREFIX + "/openapi.json"
-#: What a key may do: everything, or GET and HEAD only.
-SCOPES = ("READ_ONLY", "READ_WRITE")
 SECRET_PREFIX = "mk_live_"  # noqa: S105 - the public prefix of every secret, not one
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 #: RFC 6750: what a 401 asks for; ``error="invalid_token"`` when a key was sent but is bad.
