@@ -5,13 +5,13 @@ a bad option or setting. Progress and the summary go to standard output,
 errors to standard error.
 """
 
-import os
 import sys
 import time
 from urllib.parse import quote
 
 import click
 
+from ..commands.service_client import key_for, refuse_setting, url_option
 from .current import MapState, read_state
 from .http_client import Service, ServiceError, Wait
 from .plan import REFERENCES, Plan, delete_batches, make_plan, upsert_batches
@@ -19,7 +19,6 @@ from .progress import Progress
 from .rows import DEFAULT_ID_COLUMNS, BadRow, Rows, csv_rows, geojson_rows
 from .source import FileError, csv_file, geojson_features, is_geojson, read_bytes
 
-DEFAULT_URL = "http://127.0.0.1:8080"
 #: Rows of each kind the plan shows.
 SHOWN_ROWS = 5
 #: Items named in the one line of a refused write.
@@ -37,13 +36,7 @@ SHOWN_DETAILS = 3
 )
 @click.option("--prune", is_flag=True, help="Delete the map's locations the file no longer has.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and write nothing.")
-@click.option(
-    "--url",
-    envvar="MAPAPI_URL",
-    default=DEFAULT_URL,
-    show_default=True,
-    help="The running mapapi service (env MAPAPI_URL).",
-)
+@url_option
 def sync_command(file, map_id, id_column, prune, dry_run, url):
     """Keep a map in step with a CSV or GeoJSON file (FILE, or - for standard input).
 
@@ -52,14 +45,9 @@ def sync_command(file, map_id, id_column, prune, dry_run, url):
     locations whose externalId the file no longer has are deleted. The key
     comes from MAPAPI_KEY.
     """
-    key = os.environ.get("MAPAPI_KEY", "").strip()
-    if not key:
-        _refuse_setting("MAPAPI_KEY is not set: put the API key in this environment variable "
-                        "(never on the command line).")  # fmt: skip
-    if not url.startswith(("http://", "https://")):
-        _refuse_setting(f"MAPAPI_URL / --url must be an http:// or https:// URL, not {url!r}.")
+    key = key_for(url, used_by="the sync")
     if id_column is not None and not id_column.strip():
-        _refuse_setting("--id-column must name a column.")
+        refuse_setting("--id-column must name a column.")
     started = time.monotonic()
     run = Run(url, key, map_id)
     failure = None
@@ -76,11 +64,6 @@ def sync_command(file, map_id, id_column, prune, dry_run, url):
         sys.exit(failure[1])
     seconds = time.monotonic() - started
     click.echo(f"{summary} in {seconds:.1f} s" + (" (dry run: nothing was written)" * dry_run))
-
-
-def _refuse_setting(message: str):
-    click.echo(message, err=True)
-    sys.exit(2)
 
 
 class Run:

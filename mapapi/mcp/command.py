@@ -1,21 +1,12 @@
 """``mapapi mcp``: the command that runs the MCP server."""
 
-import os
-import sys
-
 import click
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+from ..commands.service_client import key_for, url_option
 
 
 @click.command("mcp")
-@click.option(
-    "--url",
-    envvar="MAPAPI_URL",
-    default=DEFAULT_URL,
-    show_default=True,
-    help="The running mapapi service (env MAPAPI_URL).",
-)
+@url_option
 @click.option(
     "--read-only",
     is_flag=True,
@@ -23,20 +14,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 )
 def mcp_command(url, read_only):
     """Serve the API's tools to an AI agent over stdio (MCP); the key comes from MAPAPI_KEY."""
-    key = os.environ.get("MAPAPI_KEY", "").strip()
-    if not key:
-        click.echo(
-            "MAPAPI_KEY is not set: put the API key the agent should use in this "
-            "environment variable (never on the command line).",
-            err=True,
-        )
-        sys.exit(2)
-    if not url.startswith(("http://", "https://")):
-        click.echo(
-            f"MAPAPI_URL / --url must be an http:// or https:// URL, not {url!r}.",
-            err=True,
-        )
-        sys.exit(2)
+    key = key_for(url, used_by="the agent")
     from .local import run
 
     run(url, key, read_only)
