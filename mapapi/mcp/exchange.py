@@ -9,7 +9,8 @@ comes down to one run of the SDK's kernel (``serve_one``: the method and
 its params checked against the SDK's types, the handler, its result
 checked and shaped for the protocol version) on a connection born ready
 at the request's protocol version, and its JSON-RPC response or error
-written back. That is what ``answer`` does, and nothing else.
+written back. That is what ``answer`` does, and nothing else, on the
+kernel its thread keeps for that protocol version (``Runners``).
 
 ``request_in`` takes only such a request, in a POST the transport accepts
 as it is. Everything else (a notification or a response, which the
@@ -97,8 +98,9 @@ class Runners:
     ready, per protocol version, kept for the thread's life.
 
     ``serve_one`` makes a runner and its connection for each request and
-    closes the connection after (a shielded, bounded cancel scope): about a
-    tenth of the kernel's time. Only ``initialize`` changes its connection
+    closes the connection after (a shielded, bounded cancel scope): a third
+    of the kernel's time (135 against 87 µs a ``tools/call``, in-process).
+    Only ``initialize`` changes its connection
     (it commits the version it negotiated), so it alone gets one of its own,
     through ``serve_one``; no handler of ours keeps anything on a connection.
     """

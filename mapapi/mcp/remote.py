@@ -20,6 +20,12 @@ account without a plan), once:
 - any other message is answered only after the view has checked the key.
   A valid key's own protocol messages (``initialize``, ``tools/list``)
   count against no bucket.
+
+Most tool calls never reach this view: ``front``, a WSGI layer in front of
+Flask's pipeline, answers them the same way in one pass of the pipeline
+(their API request's). Those it does not take come here; one whose key
+its call did not settle comes with its answer made (``ANSWERED``), which
+the view gives once it has checked the key.
 """
 
 import threading
