@@ -14,6 +14,7 @@ from .contract.jsonprovider import OrjsonProvider
 from .http import hooks, idempotency, ratelimit, refused_keys
 from .http.errors import register_error_handlers
 from .http.routing import IdConverter
+from .mcp.front import Front
 from .mcp.remote import bp as mcp_bp
 from .services import journal
 from .storage.upgrade import register_migrations
@@ -34,6 +35,8 @@ def create_app(config: dict | None = None) -> Flask:
     app.url_map.converters["default"] = IdConverter
     app.json = OrjsonProvider(app)  # keys keep their order: the client's properties too
     register_extensions(app)
+    # /mcp's tool calls answered in front of Flask's pipeline, behind the proxies' fix.
+    app.wsgi_app = Front(app, app.wsgi_app)
     trust_proxies(app)
     register_hooks(app)
     register_blueprints(app)

@@ -6,6 +6,7 @@ the SDK's Streamable HTTP transport (``Bridge.respond`` without an
 exchange), and the two answers must be the same bytes.
 """
 
+import gzip
 import json
 import logging
 from datetime import timedelta
@@ -245,3 +246,21 @@ def test_a_tool_calls_api_request_is_a_request_of_its_own(client, key, account, 
     assert api["request_id"] == mcp["request_id"] == answer.headers["X-Request-Id"]
     assert api["account_id"] == account
     assert mcp["duration_ms"] >= api["duration_ms"]
+
+
+@pytest.fixture
+def gzip_from_100_bytes(app_config):
+    app_config["GZIP_MIN_BYTES"] = 100
+
+
+def test_a_tool_calls_answer_keeps_the_request_id_and_is_gzipped_as_any(gzip_from_100_bytes, client, key, map_id):
+    """Answered in front of Flask's pipeline, it still gets what the app's
+    hooks give any answer: the client's request id, gzip when asked for."""
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}", "X-Request-Id": "agent-7"}
+    sent = json.dumps(call("get_map", mapId=map_id))
+    zipped = client.post("/mcp", data=sent, headers={**headers, "Accept-Encoding": "gzip"})
+    assert zipped.status_code == 200 and zipped.headers["Content-Encoding"] == "gzip"
+    assert zipped.headers["X-Request-Id"] == "agent-7" and "Accept-Encoding" in zipped.headers["Vary"]
+    assert json.loads(gzip.decompress(zipped.get_data()))["result"]["structuredContent"]["id"] == map_id
+    plain = client.post("/mcp", data=sent, headers=headers)
+    assert "Content-Encoding" not in plain.headers and plain.get_json()["result"]["structuredContent"]["id"] == map_id

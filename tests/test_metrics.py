@@ -81,6 +81,16 @@ def test_serve_counts_known_traffic_exactly_and_names_no_account_key_or_value(tm
         for _ in range(2):
             call("GET", f"{API}/maps/{map_id}", 200, headers=auth)
         call("GET", f"{API}/maps/NoSuchMapIdAtAllHere00", 404, headers=auth)
+        # /mcp: a tool call (answered in front of Flask, its API request a GET
+        # of the map) and a handshake (answered by the view) count as requests.
+        mcp = {**auth, "Accept": "application/json, text/event-stream"}
+        for message in (
+            {"method": "tools/call", "params": {"name": "get_map", "arguments": {"mapId": map_id}}},
+            {"method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                "clientInfo": {"name": "t", "version": "1"}}},
+        ):  # fmt: skip
+            answer = call("POST", "/mcp", 200, headers=mcp, json={"jsonrpc": "2.0", "id": 1, **message})
+            assert "error" not in answer.json() and not answer.json()["result"].get("isError")
         call("GET", API + "/maps", 401)
         call("GET", "/no/such/page", 404)
         call("GET", "/metrics", 404)  # the API's port serves no metrics
@@ -105,7 +115,8 @@ def test_serve_counts_known_traffic_exactly_and_names_no_account_key_or_value(tm
         ("/api/v1/maps", "POST", "201"): 2,
         ("/api/v1/maps", "POST", "429"): 1,
         ("/api/v1/maps", "GET", "401"): 1,
-        ("/api/v1/maps/<map_id>", "GET", "200"): 2,
+        ("/api/v1/maps/<map_id>", "GET", "200"): 3,
+        ("/mcp", "POST", "200"): 2,
         ("/api/v1/maps/<map_id>", "GET", "404"): 1,
         ("unmatched", "GET", "404"): 2,
         ("/api/v1/webhooks", "POST", "201"): 1,

@@ -22,19 +22,33 @@ def log_request(response):
     if log.isEnabledFor(logging.INFO):
         # Each use of a context proxy looks the context up again: once each here.
         state, current = g._get_current_object(), request._get_current_object()
-        now = time.perf_counter()
         account = getattr(state, "account", None)
-        log.info(
-            json.dumps(
-                {
-                    "method": current.method,
-                    "path": current.path,
-                    "status": response.status_code,
-                    "duration_ms": round((now - getattr(state, "started", now)) * 1000, 2),
-                    "request_id": getattr(state, "request_id", None),
-                    "account_id": account.id if account is not None else None,
-                    "client": current.remote_addr,
-                }
-            )
+        write_line(
+            current.method,
+            current.path,
+            response.status_code,
+            started=getattr(state, "started", None),
+            request_id=getattr(state, "request_id", None),
+            account_id=account.id if account is not None else None,
+            client=current.remote_addr,
         )
     return response
+
+
+def write_line(method: str, path: str, status: int, *, started, request_id, account_id, client) -> None:
+    """The line of one answer (``started``: its ``time.perf_counter()`` at the
+    start, None when unknown); for ``/mcp``'s layer in front of Flask too."""
+    now = time.perf_counter()
+    log.info(
+        json.dumps(
+            {
+                "method": method,
+                "path": path,
+                "status": status,
+                "duration_ms": round((now - (now if started is None else started)) * 1000, 2),
+                "request_id": request_id,
+                "account_id": account_id,
+                "client": client,
+            }
+        )
+    )

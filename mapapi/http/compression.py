@@ -11,6 +11,7 @@ import gzip
 import zlib
 
 from flask import current_app, request
+from werkzeug.http import parse_accept_header
 
 #: zlib's level: chosen by measurement (docs/decisions.md), cost against bytes saved.
 LEVEL = 3
@@ -20,7 +21,12 @@ _NOT_COMPRESSED = frozenset({204, 206, 304})
 
 def compress(response):
     """gzip-encode ``response`` when it is large enough and the client accepts gzip."""
-    minimum = current_app.config["GZIP_MIN_BYTES"]
+    return compressed(response, current_app.config["GZIP_MIN_BYTES"], request.environ)
+
+
+def compressed(response, minimum: int, environ: dict):
+    """``compress`` for the request of WSGI ``environ``, answers of ``minimum``
+    bytes and more (0: none): for ``/mcp``'s layer in front of Flask too."""
     if not minimum or response.status_code in _NOT_COMPRESSED:
         return response
     # A file sent as is (send_file) or a generator is passed on as it is read;
@@ -33,7 +39,7 @@ def compress(response):
     ):
         return response
     response.vary.add("Accept-Encoding")
-    if request.accept_encodings.quality("gzip") <= 0:
+    if parse_accept_header(environ.get("HTTP_ACCEPT_ENCODING")).quality("gzip") <= 0:
         return response
     if streamed:
         source = response.response

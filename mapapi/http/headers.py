@@ -50,9 +50,12 @@ os.register_at_fork(after_in_child=_forget_random_pool)
 
 
 def assign_request_id() -> None:
-    """Keep the client's ``X-Request-Id`` when it is safe to echo, else make one."""
-    sent = request.headers.get("X-Request-Id", "")
-    g.request_id = sent if _CLIENT_REQUEST_ID.fullmatch(sent) else new_request_id()
+    g.request_id = request_id_for(request.headers.get("X-Request-Id", ""))
+
+
+def request_id_for(sent: str) -> str:
+    """The client's ``X-Request-Id`` (``sent``) when it is safe to echo, else a new one."""
+    return sent if _CLIENT_REQUEST_ID.fullmatch(sent) else new_request_id()
 
 
 def add_standard_headers(response):

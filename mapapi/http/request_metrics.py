@@ -26,18 +26,28 @@ def observe(response):
     now = time.perf_counter()
     current = request._get_current_object()  # one context lookup each, for the reads below
     rule = current.url_rule
-    route = rule.rule if rule is not None else "unmatched"
-    method = current.method if current.method in METHODS else "other"
-    key = (route, method, response.status_code)
+    count(
+        rule.rule if rule is not None else "unmatched",
+        current.method,
+        response.status_code,
+        now - getattr(g._get_current_object(), "started", now),
+    )
+    return response
+
+
+def count(route: str, method: str, status: int, seconds: float) -> None:
+    """One answer counted and timed (the caller checks ``metrics.serving``):
+    ``observe``'s, and that of ``/mcp``'s layer in front of Flask."""
+    method = method if method in METHODS else "other"
+    key = (route, method, status)
     children = _children.get(key)
     if children is None:
         children = _children.setdefault(
             key,
             (
-                metrics.REQUESTS.labels(route, method, str(response.status_code)),
+                metrics.REQUESTS.labels(route, method, str(status)),
                 metrics.REQUEST_SECONDS.labels(route, method),
             ),
         )
     children[0].inc()
-    children[1].observe(now - getattr(g._get_current_object(), "started", now))
-    return response
+    children[1].observe(seconds)

@@ -23,7 +23,6 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
 import mcp_types as types
@@ -36,7 +35,7 @@ from werkzeug.wrappers import Response
 
 from ..contract.docs_page import api_document
 from .arguments import Request
-from .exchange import Exchange, answer, request_in
+from .exchange import Exchange, Runners, answer, request_in
 from .remote import Caller
 from .server import Answer, ToolBox, build_server, listing
 from .tools import build_tools
@@ -55,9 +54,8 @@ class _ThreadState:
     """What a waitress thread keeps to serve ``/mcp``."""
 
     loop: asyncio.AbstractEventLoop
-    server: Server
-    #: What the server's lifespan gave, for the kernel (as the transport passes it).
-    lifespan_state: Any
+    #: The SDK's kernel, on what the server's lifespan gave (as the transport passes it).
+    runners: Runners
     manager: StreamableHTTPSessionManager
 
 
@@ -83,7 +81,7 @@ class Bridge:
         try:
             if exchange is None:
                 return state.loop.run_until_complete(_by_transport(state.manager, environ, body, caller))
-            answered = state.loop.run_until_complete(answer(state.server, exchange, state.lifespan_state))
+            answered = state.loop.run_until_complete(answer(state.runners, exchange))
         finally:
             CALLER.reset(token)
         return Response(answered, content_type="application/json")
@@ -100,7 +98,7 @@ class Bridge:
             # The server's lifespan and the manager's task group live as long as the thread.
             loop.create_task(_run(server, manager, started), context=contextvars.Context())
             lifespan_state = loop.run_until_complete(started)
-            state = self._threads.state = _ThreadState(loop, server, lifespan_state, manager)
+            state = self._threads.state = _ThreadState(loop, Runners(server, lifespan_state), manager)
         return state
 
     async def list_tools(self, _ctx, _params) -> types.ListToolsResult:

@@ -9,7 +9,8 @@ comes down to one run of the SDK's kernel (``serve_one``: the method and
 its params checked against the SDK's types, the handler, its result
 checked and shaped for the protocol version) on a connection born ready
 at the request's protocol version, and its JSON-RPC response or error
-written back. That is what ``answer`` does, and nothing else.
+written back. That is what ``answer`` does, and nothing else, on the
+kernel its thread keeps for that protocol version (``Runners``).
 
 ``request_in`` takes only such a request, in a POST the transport accepts
 as it is. Everything else (a notification or a response, which the
@@ -28,7 +29,7 @@ import anyio
 import pydantic_core
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
-from mcp.server.runner import serve_one
+from mcp.server.runner import ServerRunner, serve_one
 from mcp.server.streamable_http import CONTENT_TYPE_JSON, check_accept_headers
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -92,15 +93,43 @@ class _WithHeaders:
     headers: Mapping[str, str]
 
 
-async def answer(server: Server, exchange: Exchange, lifespan_state: Any) -> bytes:
+class Runners:
+    """The SDK's kernel of one thread: a ``ServerRunner`` on a connection born
+    ready, per protocol version, kept for the thread's life.
+
+    ``serve_one`` makes a runner and its connection for each request and
+    closes the connection after (a shielded, bounded cancel scope): a third
+    of the kernel's time (135 against 87 µs a ``tools/call``, in-process).
+    Only ``initialize`` changes its connection
+    (it commits the version it negotiated), so it alone gets one of its own,
+    through ``serve_one``; no handler of ours keeps anything on a connection.
+    """
+
+    def __init__(self, server: Server, lifespan_state: Any):
+        self.server = server
+        self.lifespan_state = lifespan_state
+        self._kept: dict[str, ServerRunner] = {}
+
+    async def serve(self, version: str, request: JSONRPCRequest) -> dict[str, Any]:
+        context = _Context(request.id)
+        if request.method == "initialize":
+            connection = Connection.from_envelope(version, None, None)
+            return await serve_one(
+                self.server, context, request.method, request.params,
+                connection=connection, lifespan_state=self.lifespan_state,
+            )  # fmt: skip
+        runner = self._kept.get(version)
+        if runner is None:
+            connection = Connection.from_envelope(version, None, None)
+            runner = self._kept[version] = ServerRunner(self.server, connection, self.lifespan_state)
+        return await runner.on_request(context, request.method, request.params)
+
+
+async def answer(runners: Runners, exchange: Exchange) -> bytes:
     """The JSON-RPC response to ``exchange``, or its error, as the transport writes it."""
     request = exchange.request
-    connection = Connection.from_envelope(exchange.protocol_version, None, None)
     try:
-        result = await serve_one(
-            server, _Context(request.id), request.method, request.params,
-            connection=connection, lifespan_state=lifespan_state,
-        )  # fmt: skip
+        result = await runners.serve(exchange.protocol_version, request)
     except Exception as error:  # the dispatcher's boundary: every error is an answer
         data = handler_exception_to_error_data(error)
         if data is None:

@@ -20,6 +20,12 @@ account without a plan), once:
 - any other message is answered only after the view has checked the key.
   A valid key's own protocol messages (``initialize``, ``tools/list``)
   count against no bucket.
+
+Most tool calls never reach this view: ``front``, a WSGI layer in front of
+Flask's pipeline, answers them the same way in one pass of the pipeline
+(their API request's). Those it does not take come here; one whose key
+its call did not settle comes with its answer made (``ANSWERED``), which
+the view gives once it has checked the key.
 """
 
 import threading
@@ -34,6 +40,9 @@ from ..http import auth, cors, ratelimit
 from ..http.errors import validation_error
 
 MCP_PATH = "/mcp"
+#: The WSGI environ's entry with the answer ``front`` made to a tool call
+#: that left only the key's check to this view.
+ANSWERED = "mapapi.mcp.answered"
 READ_ONLY_VALUES = {"true": True, "false": False}
 #: The answer to a browser's request from an origin that may not call: a
 #: JSON-RPC error (invalid request), as the MCP SDK's own transport refuses
@@ -107,6 +116,10 @@ class Caller:
 def serve_mcp():
     """The MCP Streamable HTTP transport: one JSON-RPC message in, its answer out."""
     current = request._get_current_object()  # one context lookup for the uses below
+    answered = current.environ.get(ANSWERED)
+    if answered is not None:
+        require_key()
+        return answered
     if "Origin" in current.headers and cors.allowed_origin() is None:
         return jsonify(FOREIGN_ORIGIN), 403
     served = bridge(current_app._get_current_object())

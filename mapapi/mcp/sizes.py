@@ -9,6 +9,8 @@ share what room there is, the small ones kept whole.
 
 import json
 
+import orjson
+
 #: The mark at the end of a string that was cut.
 CUT = "…[cut]"
 #: An object with more members than this is a collection (ids to errors, a
@@ -17,8 +19,13 @@ RECORD_MEMBERS = 20
 
 
 def dumps(value) -> str:
-    """The compact JSON text of ``value``, as the tools answer it."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """The compact JSON text of ``value``, as the tools answer it: orjson's,
+    the same text as the standard library's several times sooner (the
+    bounding measures an answer more than once)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, which a client's properties may hold
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def size(value) -> int:
