@@ -264,3 +264,25 @@ def test_a_tool_calls_answer_keeps_the_request_id_and_is_gzipped_as_any(gzip_fro
     assert json.loads(gzip.decompress(zipped.get_data()))["result"]["structuredContent"]["id"] == map_id
     plain = client.post("/mcp", data=sent, headers=headers)
     assert "Content-Encoding" not in plain.headers and plain.get_json()["result"]["structuredContent"]["id"] == map_id
+
+
+def test_an_error_of_the_layer_in_front_is_the_apis_500_logged_on_one_line(client, key, map_id, monkeypatch, caplog):
+    """The layer's own code failing (made to fail here: nothing else makes it)
+    answers as the app's last error handler does, and the call is not made twice."""
+
+    def failing(*_args, **_kwargs):
+        raise RuntimeError(f"secret internals {key}")
+
+    monkeypatch.setattr("mapapi.mcp.front.compressed", failing)
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}", "X-Request-Id": "agent-8"}
+    sent = json.dumps(message("tools/call", {"name": "create_location", "arguments": {
+        "mapId": map_id, "name": "Once", "lat": 1, "lng": 2}}))  # fmt: skip
+    with caplog.at_level(logging.ERROR):
+        answer = client.post("/mcp", data=sent, headers=headers)
+    assert_refused(answer, 500, "INTERNAL_ERROR")
+    assert answer.headers["X-Request-Id"] == "agent-8"
+    assert "secret internals" not in answer.get_data(as_text=True)
+    assert [record.getMessage() for record in caplog.records] == ["unexpected error (request agent-8)"]
+    monkeypatch.undo()
+    listed = client.get(f"/api/v1/maps/{map_id}/locations", headers={"Authorization": f"Bearer {key}"})
+    assert [location["name"] for location in listed.get_json()["data"]["locations"]] == ["Once"]

@@ -32,11 +32,14 @@ from werkzeug.wrappers import Response
 from .. import metrics
 from ..http import access_log, request_metrics
 from ..http.compression import compressed
+from ..http.errors import APIError, error_response
 from ..http.headers import request_id_for
 from .remote import ANSWERED, KEPT_ENVIRON, MCP_PATH, Caller, KeyCheck, bridge
 
 #: The queries the layer reads ``readOnly`` from; the view reads any other.
 READ_ONLY_QUERIES = {"": False, "readOnly=false": False, "readOnly=true": True}
+
+log = logging.getLogger(__name__)
 
 
 class Front:
@@ -49,10 +52,24 @@ class Front:
 
     def __call__(self, environ, start_response):
         if environ.get("PATH_INFO") == MCP_PATH and environ.get("REQUEST_METHOD") == "POST":
-            answer = self.tool_call(environ)
+            try:
+                answer = self.tool_call(environ)
+            except Exception:  # what the app's last error handler does, for the calls taken here
+                answer = self.unexpected(environ)
             if answer is not None:
                 return answer(environ, start_response)
         return self.pipeline(environ, start_response)
+
+    def unexpected(self, environ: dict) -> Response:
+        """The API's ``500 INTERNAL_ERROR`` for an error of the layer's own, logged
+        on one line with the request id. The call is not handed to the app:
+        its API request may have been made already, and must not be made twice."""
+        request_id = request_id_for(environ.get("HTTP_X_REQUEST_ID", ""))
+        log.exception("unexpected error (request %s)", request_id)
+        with self.app.app_context():
+            answer = error_response(APIError(500, "INTERNAL_ERROR", "An unexpected error occurred."))
+        answer.headers["X-Request-Id"] = request_id
+        return answer
 
     def tool_call(self, environ: dict) -> Response | None:
         """The answer to a tool call the layer takes; None to leave the
