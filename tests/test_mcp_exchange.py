@@ -286,3 +286,17 @@ def test_an_error_of_the_layer_in_front_is_the_apis_500_logged_on_one_line(clien
     monkeypatch.undo()
     listed = client.get(f"/api/v1/maps/{map_id}/locations", headers={"Authorization": f"Bearer {key}"})
     assert [location["name"] for location in listed.get_json()["data"]["locations"]] == ["Once"]
+
+
+def test_a_number_beyond_64_bits_goes_through_a_tool_call_exactly(client, key, map_id):
+    """The API keeps a property's integer of any size; a tool writes and reads it unchanged."""
+    big = 2**70 + 1
+    sent = message("tools/call", {"name": "create_location", "arguments": {
+        "mapId": map_id, "name": "Big", "lat": 1, "lng": 2, "properties": {"count": big}}})  # fmt: skip
+    created = post(client, sent, key).get_json()["result"]
+    assert not created.get("isError"), created
+    assert created["structuredContent"]["properties"] == {"count": big}
+    location_id = created["structuredContent"]["id"]
+    read = post(client, call("get_location", mapId=map_id, locId=location_id), key)
+    assert read.get_json()["result"]["structuredContent"]["properties"] == {"count": big}
+    assert str(big) in read.get_json()["result"]["content"][0]["text"]

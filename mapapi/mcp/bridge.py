@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import mcp_types as types
-import orjson
 from flask import Flask
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -38,6 +37,7 @@ from .arguments import Request
 from .exchange import Exchange, Runners, answer, request_in
 from .remote import Caller
 from .server import Answer, ToolBox, build_server, listing
+from .sizes import dumps, loads
 from .tools import build_tools
 
 # The transport logs every stateless request's end at INFO, the manager each
@@ -197,7 +197,7 @@ class InProcess:
             environ["HTTP_AUTHORIZATION"] = self.caller.authorization
         if call.method == "post":
             environ["HTTP_IDEMPOTENCY_KEY"] = str(uuid.uuid4())
-        body = b"" if call.body is None else orjson.dumps(call.body)
+        body = b"" if call.body is None else dumps(call.body).encode()
         if call.body is not None:
             environ["CONTENT_TYPE"] = call.content_type
             environ["CONTENT_LENGTH"] = str(len(body))
@@ -206,7 +206,7 @@ class InProcess:
         # request's, Flask would give it that request's app context (its `g`,
         # its database session) instead of one of its own.
         status, headers, data = contextvars.Context().run(_run_wsgi, self.app, environ)
-        body = orjson.loads(data) if data else None
+        body = loads(data) if data else None
         if self.caller.key_check is not None:
             self.caller.key_check.learn(status, body, lambda: Response(data, status, headers))
         return Answer(status, Headers(headers), body)

@@ -8,6 +8,7 @@ share what room there is, the small ones kept whole.
 """
 
 import json
+import re
 
 import orjson
 
@@ -16,6 +17,9 @@ CUT = "…[cut]"
 #: An object with more members than this is a collection (ids to errors, a
 #: client's properties): cut like a list, keeping its first members whole.
 RECORD_MEMBERS = 20
+#: A run of 19 digits: a number that may be beyond 64 bits, which orjson
+#: would read as a float (or a string that holds one: read slower, as well).
+_LONG_DIGITS = re.compile(rb"\d{19}")
 
 
 def dumps(value) -> str:
@@ -26,6 +30,13 @@ def dumps(value) -> str:
         return orjson.dumps(value).decode()
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, which a client's properties may hold
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def loads(text: bytes):
+    """The value of JSON ``text`` as the API wrote it: orjson's, or the
+    standard library's when it may hold an integer beyond 64 bits (the API
+    keeps a client's properties exactly)."""
+    return json.loads(text) if _LONG_DIGITS.search(text) else orjson.loads(text)
 
 
 def size(value) -> int:
