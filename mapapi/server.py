@@ -54,6 +54,11 @@ class Limits:
         # 512 KiB or for answers waiting past 1 MiB; a few for the rest.
         return 2 * self.connection_limit + 64 + self.outgoing_sockets
 
+    def connections_fitting(self, open_files: int) -> int:
+        """The connections that ``open_files`` leaves room for (at least one):
+        ``open_files_needed`` the other way round."""
+        return max(1, (open_files - 64 - self.outgoing_sockets) // 2)
+
 
 #: The settings of `mapapi serve` beyond its address: option, variable, help.
 LIMIT_OPTIONS = (
@@ -102,7 +107,7 @@ def raise_open_files_limit(limits: Limits) -> Limits:
         soft = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     if soft != resource.RLIM_INFINITY and soft < needed:
-        fitting = max(1, (soft - 64) // 2)
+        fitting = limits.connections_fitting(soft)
         log.warning(
             "open-files limit %d is too low for %d connections: accepting %d",
             soft, limits.connection_limit, fitting,
