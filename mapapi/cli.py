@@ -14,12 +14,11 @@ service, the others in its base (settings and database, ``app_base``),
 """
 
 import sys
-from importlib import import_module
 
 import click
 
 from . import __version__
-from .commands import COMMANDS, DESCRIPTION, Listed
+from .commands import COMMANDS, DESCRIPTION, Listed, load
 
 
 class SettingRefused(click.ClickException):
@@ -31,11 +30,6 @@ class SettingRefused(click.ClickException):
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
 #: whole group (writing migrations too), with ``db backup`` added.
 FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "events")
-
-
-def load(name: str) -> click.Command:
-    module, _, attribute = COMMANDS[name].target.partition(":")
-    return getattr(import_module(module), attribute)
 
 
 def register_commands(app) -> None:

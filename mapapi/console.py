@@ -16,10 +16,9 @@ starts them in about half the time. Every other command is the group in
 """
 
 import sys
-from importlib import import_module
 
 from . import __version__
-from .commands import COMMANDS, help_text
+from .commands import COMMANDS, help_text, load
 from .config import SettingError, check_environment
 
 
@@ -39,9 +38,7 @@ def main() -> None:
             sys.exit(2)
     client = COMMANDS.get(arguments[0]) if arguments else None
     if client is not None and not client.app:
-        module, _, attribute = client.target.partition(":")
-        command = getattr(import_module(module), attribute)
-        command.main(arguments[1:], prog_name=f"mapapi {arguments[0]}")
+        load(arguments[0]).main(arguments[1:], prog_name=f"mapapi {arguments[0]}")
     else:
         from .cli import main as command_group
 

@@ -33,12 +33,11 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
 from sqlalchemy import event as sqlalchemy_event
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from . import __version__
 from .extensions import db
-from .storage.models import Webhook, WebhookDelivery
 from .timeutil import utcnow
 
 log = logging.getLogger(__name__)
@@ -170,17 +169,16 @@ class StateCollector:
 
     @staticmethod
     def _due_attempts() -> tuple[int, float]:
-        """As the deliverers claim them: pending, due, to an enabled endpoint (or a ping)."""
+        """By the deliverers' own rule (``claims.due_attempt``)."""
+        # Late: claims imports the events service, which imports this module.
+        from .delivery.claims import due_attempt
+
         now = utcnow()
+        due, condition = due_attempt()
         with db.engine.connect() as connection:
             count, first = connection.execute(
-                select(func.count(), func.min(WebhookDelivery.next_attempt_at))
-                .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
-                .where(
-                    WebhookDelivery.status == "pending",
-                    WebhookDelivery.next_attempt_at <= now,
-                    or_(Webhook.enabled, WebhookDelivery.event_type == "ping"),
-                )
+                select(func.count(), func.min(due.c.next_attempt_at)).where(condition),
+                {"now": now},
             ).one()
         return count, (now - first).total_seconds() if first is not None else 0.0
 

@@ -17,7 +17,7 @@ from werkzeug.datastructures import EnvironHeaders
 from werkzeug.test import EnvironBuilder
 
 from mapapi.extensions import db
-from mapapi.mcp.remote import KEPT_ENVIRON, Caller, bridge
+from mapapi.mcp.remote import Caller, bridge, kept_environ
 from mapapi.storage.models import Account
 from mapapi.timeutil import utcnow
 
@@ -64,7 +64,7 @@ def both_ways(app, key, sent: dict, headers=None, read_only=False):
         authorization=f"Bearer {key}",
         request_id="test",
         read_only=read_only,
-        environ={name: environ[name] for name in KEPT_ENVIRON if name in environ},
+        environ=kept_environ(environ),
     )
     return served.respond(exchange, environ, body, caller), served.respond(None, environ, body, caller)
 

@@ -2,10 +2,12 @@
 
 The list names each command's module, the line ``mapapi --help`` shows for
 it (a test keeps it the command's own) and the app it runs in. It imports
-nothing: ``mapapi --help`` reads it without importing click, and
-``cli.py`` imports a command only once a command line names it.
+nothing but the standard library: ``mapapi --help`` reads it without
+importing click, and a command's module is imported (``load``) only once a
+command line names it.
 """
 
+from importlib import import_module
 from typing import NamedTuple
 
 #: What ``mapapi --help`` says the command is.
@@ -53,6 +55,12 @@ COMMANDS = {
         "",
     ),
 }
+
+
+def load(name: str):
+    """The click command ``name`` (a key of ``COMMANDS``), its module imported now."""
+    module, _, attribute = COMMANDS[name].target.partition(":")
+    return getattr(import_module(module), attribute)
 
 
 def help_text() -> str:

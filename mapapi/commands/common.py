@@ -16,6 +16,7 @@ from ..cli import SettingRefused
 from ..config import without_password
 from ..extensions import db
 from ..http.errors import APIError
+from ..storage.failed_statements import first_line
 from ..timeutil import parse_timestamp, utcnow
 
 _SEPARATORS = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -57,10 +58,6 @@ def open_database(*, create: bool = False) -> None:
 def shown_database() -> str:
     """The database's URL as the settings give it, its password hidden."""
     return without_password(current_app.config["SQLALCHEMY_DATABASE_URI"])
-
-
-def first_line(error: BaseException) -> str:
-    return str(error).strip().partition("\n")[0]
 
 
 def operator_command(function):

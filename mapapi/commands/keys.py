@@ -2,8 +2,8 @@
 
 import click
 
-from ..extensions import db
 from ..contract.scopes import SCOPES
+from ..extensions import db
 from ..services import accounts as account_service
 from ..services.keys import issue_key, listed_keys, revoke_key
 from ..timeutil import format_timestamp, utcnow

@@ -51,15 +51,16 @@ _deliveries = WebhookDelivery.__table__
 _PENDING = literal_column("'pending'")
 
 
-def _due(endpoint=Webhook):
-    """An attempt of ``endpoint`` that may be made at ``:now``; a disabled
-    endpoint's wait (a ping excepted: it was asked for)."""
+def due_attempt():
+    """An attempt of a ``Webhook`` that may be made at ``:now``, and the
+    condition: a disabled endpoint's wait (a ping excepted: it was asked for).
+    The metrics count what is due by the same rule."""
     due = _deliveries.alias("due")
     return due, and_(
-        due.c.webhook_id == endpoint.id,
+        due.c.webhook_id == Webhook.id,
         due.c.status == _PENDING,
         due.c.next_attempt_at <= bindparam("now"),
-        or_(endpoint.enabled, due.c.event_type == PING),
+        or_(Webhook.enabled, due.c.event_type == PING),
     )
 
 
@@ -84,7 +85,7 @@ def _in_flight():
 
 
 def _nth_due(offset: int):
-    due, condition = _due()
+    due, condition = due_attempt()
     return (
         select(due.c.pk)
         .where(condition)
@@ -99,7 +100,7 @@ def _endpoints_in_turn():
     """Up to ``:limit`` endpoints with a due attempt and room for one more
     in flight, none of ``:full`` accounts', in turn order, locked for the
     transaction; those another process is claiming for are skipped."""
-    due, condition = _due()
+    due, condition = due_attempt()
     oldest_due = (
         select(due.c.next_attempt_at)
         .where(condition)

@@ -20,13 +20,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..config import MAX_BODY_BYTES
 from ..contract.schemas import SYNC_MAX
 from .current import Location, MapState, json_bytes
 from .rows import BadRow, Row, Rows
 
-#: The service's body limit (``config.MAX_BODY_BYTES``; config imports the
-#: server's stack, which this client does without).
-MAX_BODY_BYTES = 2 * 1024 * 1024
 #: Fields a row must give to create a location.
 CREATE_NEEDS = ("name", "lat", "lng")
 #: Fields that name other resources of the map, by the list that holds them.

@@ -33,11 +33,12 @@ from werkzeug.datastructures import Headers
 from werkzeug.wrappers import Response
 
 from ..contract.docs_page import api_document
+from ..contract.jsonprovider import encode
 from .arguments import Request
 from .exchange import Exchange, Runners, answer, request_in
 from .remote import Caller
 from .server import Answer, ToolBox, build_server, listing
-from .sizes import dumps, loads
+from .sizes import loads
 from .tools import build_tools
 
 # The transport logs every stateless request's end at INFO, the manager each
@@ -197,7 +198,7 @@ class InProcess:
             environ["HTTP_AUTHORIZATION"] = self.caller.authorization
         if call.method == "post":
             environ["HTTP_IDEMPOTENCY_KEY"] = str(uuid.uuid4())
-        body = b"" if call.body is None else dumps(call.body).encode()
+        body = b"" if call.body is None else encode(call.body)
         if call.body is not None:
             environ["CONTENT_TYPE"] = call.content_type
             environ["CONTENT_LENGTH"] = str(len(body))

@@ -34,7 +34,7 @@ from ..http import access_log, request_metrics
 from ..http.compression import compressed
 from ..http.errors import APIError, error_response
 from ..http.headers import request_id_for
-from .remote import ANSWERED, KEPT_ENVIRON, MCP_PATH, Caller, KeyCheck, bridge
+from .remote import ANSWERED, MCP_PATH, Caller, KeyCheck, bridge, kept_environ
 
 #: The queries the layer reads ``readOnly`` from; the view reads any other.
 READ_ONLY_QUERIES = {"": False, "readOnly=false": False, "readOnly=true": True}
@@ -92,12 +92,14 @@ class Front:
         if exchange is None or exchange.method != "tools/call":
             return None
         request_id = request_id_for(environ.get("HTTP_X_REQUEST_ID", ""))
+        # The app, should it answer, and ``unexpected`` name the API request's id.
+        environ["HTTP_X_REQUEST_ID"] = request_id
         key_check = KeyCheck()
         caller = Caller(
             authorization=environ.get("HTTP_AUTHORIZATION"),
             request_id=request_id,
             read_only=read_only,
-            environ={name: environ[name] for name in KEPT_ENVIRON if name in environ},
+            environ=kept_environ(environ),
             key_check=key_check,
         )
         answer = served.respond(exchange, environ, body, caller)
@@ -105,7 +107,6 @@ class Front:
             answer = key_check.refusal  # the API's, its request id included
         elif not key_check.passed:
             environ[ANSWERED] = answer
-            environ["HTTP_X_REQUEST_ID"] = request_id  # the app's lines name the API request's id
             return None
         else:
             answer.headers["X-Request-Id"] = request_id

@@ -67,6 +67,11 @@ KEPT_ENVIRON = (
 )  # fmt: skip
 
 
+def kept_environ(environ: dict) -> dict:
+    """The entries of ``environ`` a tool call's API request keeps (``KEPT_ENVIRON``)."""
+    return {name: environ[name] for name in KEPT_ENVIRON if name in environ}
+
+
 @dataclass
 class KeyCheck:
     """A tool call's key check, left to the API requests the call makes."""
@@ -140,7 +145,7 @@ def serve_mcp():
         authorization=current.headers.get("Authorization"),
         request_id=g.request_id,
         read_only=read_only,
-        environ={name: environ[name] for name in KEPT_ENVIRON if name in environ},
+        environ=kept_environ(environ),
         key_check=key_check,
     )
     answer = served.respond(exchange, environ, body, caller)

@@ -7,6 +7,7 @@ for ``mapapi db upgrade``, the command whose whole job they describe);
 ``worker`` never changes the schema (``check_schema``).
 """
 
+import functools
 import logging
 import os
 from contextlib import contextmanager
@@ -41,8 +42,14 @@ def register_migrations(app: Flask) -> None:
     )
 
 
+@functools.cache
+def _migration_scripts() -> ScriptDirectory:
+    """The migrations, read once per process (each read loads every file)."""
+    return ScriptDirectory(MIGRATIONS)
+
+
 def newest_revision() -> str:
-    return ScriptDirectory(MIGRATIONS).get_current_head()
+    return _migration_scripts().get_current_head()
 
 
 def current_revision() -> str | None:
@@ -80,8 +87,7 @@ def prepare_schema() -> str:
     with _schema_lock():
         if is_empty():
             return _upgrade_quietly()
-        if pending_migrations():
-            raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")
+        _refuse_if_behind()
     return _summary(newest_revision(), newest_revision())
 
 
@@ -93,6 +99,10 @@ def check_schema() -> None:
             "The database has no schema: create it with `mapapi db upgrade` "
             "(or by starting `mapapi serve`), then start the worker."
         )
+    _refuse_if_behind()
+
+
+def _refuse_if_behind() -> None:
     if pending_migrations():
         raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")
 
@@ -130,8 +140,7 @@ def _upgrade_quietly() -> str:
 def _summary(before: str | None, after: str) -> str:
     if before == after:
         return f"database schema up to date (revision {after})"
-    script = ScriptDirectory(MIGRATIONS)
-    applied = len(list(script.iterate_revisions(after, before or "base")))
+    applied = len(list(_migration_scripts().iterate_revisions(after, before or "base")))
     if before is None:
         return f"database schema created: {applied} migrations applied (revision {after})"
     return f"database schema upgraded: {applied} migrations applied (revision {before} to {after})"
