@@ -204,6 +204,22 @@ def tile_template(value) -> str:
     return text
 
 
+#: ``scheme://host[:port]``, no path: the service's address as its clients see it.
+_PUBLIC_URL = re.compile(
+    r"https?://(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
+)
+
+
+def public_url(value) -> str:
+    """Empty (each request's own scheme and host), or ``scheme://host[:port]``
+    with no path, query or trailing slash; kept in lower case."""
+    text = str(value).strip().lower()
+    if text and not _PUBLIC_URL.fullmatch(text):
+        raise ValueError
+    return text
+
+
 def path(value) -> str:
     text = str(value).strip()
     if not text:
@@ -287,6 +303,12 @@ SETTINGS = (
     Setting("MAPAPI_GZIP_MIN_BYTES", "GZIP_MIN_BYTES", integer(0), "1024", "a whole number of bytes, 0 (off) or more"),
     Setting("MAPAPI_VIEW_TILES", "VIEW_TILES", tile_template, "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
             "none, or an http(s) tile URL template with {z}, {x} and {y}, such as https://tile.openstreetmap.org/{z}/{x}/{y}.png"),
+    # The service's address as clients see it: the base of every absolute URL
+    # it writes (/ogcapi's links, OAuth's metadata); empty: each request's own.
+    Setting("MAPAPI_PUBLIC_URL", "PUBLIC_URL", public_url, "",
+            "empty (each request's own scheme and host) or scheme://host[:port] with no path, such as https://maps.example.com"),
+    Setting("MAPAPI_OAUTH_TOKEN_SECONDS", "OAUTH_TOKEN_SECONDS", integer(60), "3600",
+            "a whole number of seconds, 60 or more"),
     # Where `serve` and `worker` answer GET /metrics (Prometheus); None: nowhere.
     Setting("MAPAPI_METRICS_ADDRESS", "METRICS_ADDRESS", address, "",
             "empty (no metrics) or HOST:PORT to listen on, such as 127.0.0.1:9108 ([::1]:9108 for IPv6)"),

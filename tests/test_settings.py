@@ -82,6 +82,10 @@ BAD_SETTINGS = [
     ("MAPAPI_DATABASE_URL", "not a url", ["MAPAPI_DATABASE_URL", "sqlite:///"]),
     ("MAPAPI_DATABASE_URL", "mysql+pymysql://u:hunter2@127.0.0.1/x", ["MAPAPI_DATABASE_URL", "not installed"]),
     ("MAPAPI_DATABASE_URL", "postgresql+psycopg2://u:hunter2@127.0.0.1/x", ["MAPAPI_DATABASE_URL", "not installed"]),
+    ("MAPAPI_PUBLIC_URL", "https://maps.example.com/", ["MAPAPI_PUBLIC_URL", "no path"]),
+    ("MAPAPI_PUBLIC_URL", "maps.example.com", ["MAPAPI_PUBLIC_URL", "scheme://host[:port]"]),
+    ("MAPAPI_OAUTH_TOKEN_SECONDS", "1h", ["MAPAPI_OAUTH_TOKEN_SECONDS", "seconds"]),
+    ("MAPAPI_OAUTH_TOKEN_SECONDS", "59", ["MAPAPI_OAUTH_TOKEN_SECONDS", "60 or more"]),
     ("MAPAPI_METRICS_ADDRESS", "9108", ["MAPAPI_METRICS_ADDRESS", "HOST:PORT"]),
     ("MAPAPI_METRICS_ADDRESS", "127.0.0.1:70000", ["MAPAPI_METRICS_ADDRESS", "HOST:PORT"]),
 ]  # fmt: skip
