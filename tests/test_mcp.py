@@ -560,3 +560,66 @@ def test_a_lost_answer_is_retried_with_the_same_key_and_creates_once(service, tm
     assert len(proxy.posts) == 2 and proxy.posts[0] == proxy.posts[1] is not None
     maps = http(service, service.write_key, "GET", "/maps").json()["data"]["maps"]
     assert [item["id"] for item in maps] == [made["id"]]
+
+
+# --- nothing changes on the way ---------------------------------------------------------------
+
+NOT_NUMBERS = ["NaN", "Infinity", "-Infinity"]
+
+
+def tool_call(number: int, name: str, arguments: str) -> bytes:
+    """A ``tools/call`` message whose ``arguments`` are written as raw JSON text
+    (as an agent's own encoder may write them: ``NaN`` is no JSON, but Python's
+    and JavaScript's encoders write it)."""
+    return (
+        f'{{"jsonrpc":"2.0","id":{number},"method":"tools/call",'
+        f'"params":{{"name":"{name}","arguments":{arguments}}}}}'
+    ).encode()
+
+
+def refused_without_change(answer: dict, expected: str) -> None:
+    """A tool error naming the argument, or a JSON-RPC error: either way a refusal."""
+    if "error" in answer:
+        return
+    result = answer["result"]
+    assert result["isError"] is True, result
+    assert expected in result["content"][0]["text"], result
+
+
+@pytest.mark.parametrize("literal", NOT_NUMBERS)
+def test_nan_and_infinity_over_mcp_are_refused_and_nothing_is_stored(service, literal):
+    key = service.write_key
+    made = http(service, key, "POST", "/maps", json={"title": "Exact", "centerLat": 10.5}).json()["data"]
+    sent = dict(MCP_HEADERS, Authorization=f"Bearer {key}")
+    calls = [
+        ("update_map", f'{{"mapId":"{made["id"]}","centerLat":{literal}}}', "centerLat: a finite number"),
+        ("create_location", f'{{"mapId":"{made["id"]}","name":"P","lat":1,"lng":2,"properties":{{"v":{literal}}}}}',
+         "properties.v: a finite number"),
+    ]  # fmt: skip
+    for number, (name, arguments, expected) in enumerate(calls, start=10):
+        answer = requests.post(service.base + "/mcp", data=tool_call(number, name, arguments), headers=sent, timeout=10)
+        assert answer.status_code in (200, 400), answer.text
+        refused_without_change(answer.json(), expected)
+    after = http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
+    assert after["centerLat"] == 10.5 and after["updatedAt"] == made["updatedAt"]
+    assert http(service, key, "GET", f"/maps/{made['id']}/locations").json()["data"]["pagination"]["total"] == 0
+
+
+def test_nan_over_stdio_is_refused_and_nothing_is_stored(service, tmp_path):
+    key = service.write_key
+    made = http(service, key, "POST", "/maps", json={"title": "Exact", "centerLat": 10.5}).json()["data"]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MAPAPI_")},
+           "MAPAPI_URL": service.base, "MAPAPI_KEY": key}  # fmt: skip
+    initialize = json.dumps(INITIALIZE).encode()
+    initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    call = tool_call(2, "update_map", f'{{"mapId":"{made["id"]}","centerLat":NaN}}')
+    process = subprocess.run(
+        [mapapi_program(), "mcp"], input=b"\n".join([initialize, initialized, call, b""]),
+        env=env, cwd=tmp_path, capture_output=True, timeout=60,
+    )  # fmt: skip
+    answers = [json.loads(line) for line in process.stdout.splitlines() if line.strip()]
+    answer = next(a for a in answers if a.get("id") == 2)
+    assert answer["result"]["isError"] is True, answer  # the tool's own error, naming it
+    assert "centerLat: a finite number" in answer["result"]["content"][0]["text"]
+    after = http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
+    assert after["centerLat"] == 10.5 and after["updatedAt"] == made["updatedAt"]

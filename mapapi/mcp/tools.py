@@ -153,9 +153,9 @@ class Tool:
 
     @property
     def optional_arguments(self) -> frozenset:
-        """Path and query arguments for which ``null`` means "left out"."""
+        """Path and query arguments (the tool's own too) for which ``null`` means "left out"."""
         required = set(self.checked_schema.get("required", ()))
-        return frozenset(self.path_params + self.query_params) - required
+        return frozenset(self.path_params + self.query_params + self.own_params) - required
 
 
 def tool_name(operation_id: str) -> str:
