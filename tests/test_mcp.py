@@ -613,12 +613,21 @@ def test_nan_over_stdio_is_refused_and_nothing_is_stored(service, tmp_path):
     initialize = json.dumps(INITIALIZE).encode()
     initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
     call = tool_call(2, "update_map", f'{{"mapId":"{made["id"]}","centerLat":NaN}}')
-    process = subprocess.run(
-        [mapapi_program(), "mcp"], input=b"\n".join([initialize, initialized, call, b""]),
-        env=env, cwd=tmp_path, capture_output=True, timeout=60,
+    process = subprocess.Popen(
+        [mapapi_program(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=env, cwd=tmp_path,
     )  # fmt: skip
-    answers = [json.loads(line) for line in process.stdout.splitlines() if line.strip()]
-    answer = next(a for a in answers if a.get("id") == 2)
+    try:
+        process.stdin.write(b"\n".join([initialize, initialized, call, b""]))
+        process.stdin.flush()  # stdin stays open until the answer: EOF would end the session first
+        answer = {}
+        while answer.get("id") != 2:
+            line = process.stdout.readline()
+            assert line, "mapapi mcp ended without answering the call"
+            answer = json.loads(line)
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
     assert answer["result"]["isError"] is True, answer  # the tool's own error, naming it
     assert "centerLat: a finite number" in answer["result"]["content"][0]["text"]
     after = http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
