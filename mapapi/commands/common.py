@@ -2,7 +2,6 @@
 errors, tab-separated output, dates on the command line, listening addresses."""
 
 import os
-import re
 import socket
 from contextlib import contextmanager
 from functools import wraps
@@ -16,10 +15,9 @@ from ..cli import SettingRefused
 from ..config import without_password
 from ..extensions import db
 from ..http.errors import APIError
+from ..printable import printable
 from ..storage.failed_statements import first_line
 from ..timeutil import parse_timestamp, utcnow
-
-_SEPARATORS = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def open_database(*, create: bool = False) -> None:
@@ -120,11 +118,7 @@ def echo_line(*fields: str) -> None:
     the field (control characters, Unicode's line separators) are written
     as Python escapes, ``\\n`` or ``\\u2028``, and a backslash as two.
     """
-    click.echo("\t".join(_SEPARATORS.sub(_escape, field) for field in fields))
-
-
-def _escape(found: re.Match) -> str:
-    return found.group().encode("unicode_escape").decode("ascii")
+    click.echo("\t".join(printable(field, backslash=True) for field in fields))
 
 
 def parse_moment(value: str | None, option: str, *, future: bool = True):
