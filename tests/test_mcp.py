@@ -159,10 +159,17 @@ def test_an_agent_session_end_to_end(service, tmp_path, transport):
     async def session():
         async with agent_session(transport, tmp_path, service.base, key) as agent:
             tools = (await agent.session.list_tools()).tools
-            assert len(tools) == 33 and not any("key" in t.name or "webhook" in t.name for t in tools)
+            assert len(tools) == 34 and not any("key" in t.name or "webhook" in t.name for t in tools)
             made = await agent.data("create_map", title="Cafés in Lisbon")
             assert made == http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
             map_id = made["id"]
+            # Agents plan too: what the buckets hold, read without using any.
+            limits = await agent.data("get_rate_limits")
+            assert set(limits["buckets"]) == {"general", "mapCreation", "bulk", "sync"}
+            assert limits["buckets"]["mapCreation"]["window"] == "3 per hour"
+            assert (await agent.data("get_rate_limits"))["buckets"]["general"]["remaining"] == (
+                limits["buckets"]["general"]["remaining"]
+            )
             bulk = await agent.data("create_locations", mapId=map_id, locations=places)
             assert bulk["count"] == 50 and [p["name"] for p in bulk["created"]] == [p["name"] for p in places]
             ids = [p["id"] for p in bulk["created"]]
@@ -376,7 +383,7 @@ def test_mcp_over_http_is_stateless_json_and_answers_only_post(service):
     assert "Mcp-Session-Id" not in answer.headers
     assert answer.json()["result"]["serverInfo"]["name"] == "mapapi"
     listed = post_mcp(service, service.write_key, message={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-    assert len(listed.json()["result"]["tools"]) == 33
+    assert len(listed.json()["result"]["tools"]) == 34
     assert len(listed.text) <= 24_000
     for method in ("GET", "DELETE"):
         refused = requests.request(method, service.base + "/mcp", headers=MCP_HEADERS, timeout=10)
@@ -452,7 +459,7 @@ def test_a_service_that_is_down_lists_the_tools_and_each_call_says_so(tmp_path):
 
     async def session():
         async with stdio_agent(tmp_path, url, secret) as agent:
-            assert len((await agent.session.list_tools()).tools) == 33
+            assert len((await agent.session.list_tools()).tools) == 34
             text = await agent.error("list_maps")
             assert f"mapapi service at {url} did not answer" in text and secret not in text
             return agent.errlog
@@ -481,8 +488,8 @@ def test_it_starts_and_lists_every_tool(service, tmp_path):
             return [tool.name for tool in (await agent.session.list_tools()).tools]
 
     names = run(session)
-    assert len(names) == len(set(names)) == 33
-    assert {"list_maps", "create_locations", "export_geojson", "upsert_geojson"} <= set(names)
+    assert len(names) == len(set(names)) == 34
+    assert {"list_maps", "create_locations", "export_geojson", "upsert_geojson", "get_rate_limits"} <= set(names)
 
 
 def test_without_a_key_it_refuses_to_start(tmp_path):

@@ -29,6 +29,7 @@ CONTRACT_OPERATIONS = {
     ("DELETE", "/maps/{mapId}/layers/{layerId}"),
     ("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/{keyId}"),
     ("GET", "/events"),
+    ("GET", "/rate-limits"),
     ("GET", "/webhooks"), ("POST", "/webhooks"),
     ("GET", "/webhooks/{webhookId}"), ("PUT", "/webhooks/{webhookId}"),
     ("DELETE", "/webhooks/{webhookId}"),

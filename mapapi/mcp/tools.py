@@ -96,6 +96,7 @@ GUIDANCE = {
         "Points are [lng, lat]. Each Feature needs an externalId; one the map has "
         "updates that location (keys left out keep their value), others create."
     ),
+    "get_rate_limits": "Call it before a long job: it uses up no request.",
     "list_events": (
         "Pass `next` back as `after` to read on; after=latest gives a cursor from now on."
     ),
