@@ -314,6 +314,15 @@ SETTINGS = (
             "empty (no metrics) or HOST:PORT to listen on, such as 127.0.0.1:9108 ([::1]:9108 for IPv6)"),
 )  # fmt: skip
 
+#: Each rate-limit bucket, by the name clients read (``GET /rate-limits``,
+#: a 429's message), and the setting that sizes it.
+RATE_LIMIT_BUCKETS = {
+    "general": "MAPAPI_RATELIMIT_GENERAL",
+    "mapCreation": "MAPAPI_RATELIMIT_MAP_CREATE",
+    "bulk": "MAPAPI_RATELIMIT_BULK",
+    "sync": "MAPAPI_RATELIMIT_SYNC",
+}
+
 #: Environment variable -> Flask config key.
 ENVIRONMENT = {setting.env: setting.key for setting in SETTINGS}
 #: What every app checks (``app_base``), and what the service's adds.

@@ -170,3 +170,38 @@ def test_values_holding_control_characters_are_printed_escaped(service, tmp_path
     assert "\x1b" not in output and "\x07" not in output
     assert "E\\x1b[31mRED" in output and "Name\\x1b[8m" in output
     assert "old\\x1b[2J" in output and "Gone\\x1b]0;owned\\x07" in output
+
+
+def test_the_plan_names_the_sync_requests_needed_and_left_and_warns_before_sending(tmp_path):
+    from .test_filesync import customers, limited_service
+
+    with limited_service(tmp_path, "2 per hour") as (server, key):
+        service = Service(server, key, tmp_path)
+        map_id = service.new_map()
+        path = write_csv(tmp_path / "crm.csv", customers(2500))  # 3 upserts
+        before = service.mark()
+        planned = service.sync(path, "--map", map_id, "--dry-run")
+        assert summary(planned).startswith(SUMMARY.format(2500, 0, 0, 0))
+        assert "requests: 3 to the sync bucket, which has 2 of 2 left (2 per hour)" in planned.stdout
+        assert planned.stderr.strip().splitlines() == [
+            "warning: the run needs 3 requests and the sync bucket has 2 left: it will wait up to "
+            "60 min for it to refill (MAPAPI_RATELIMIT_SYNC=2 per hour sizes it)"
+        ]
+        sent = service.requests_between(before, service.mark())
+        assert [(method, path.rsplit("/", 1)[-1]) for method, path, _ in sent] == [
+            ("GET", map_id), ("GET", "locations.geojson"), ("GET", "rate-limits"),
+        ]  # fmt: skip
+
+
+def test_a_429_while_writing_names_the_bucket_and_the_setting(tmp_path):
+    from .test_filesync import customers, limited_service
+
+    with limited_service(tmp_path, "1 per 2 seconds") as (server, key):
+        service = Service(server, key, tmp_path)
+        map_id = service.new_map()
+        result = service.sync(write_csv(tmp_path / "crm.csv", customers(1100)), "--map", map_id)
+        assert summary(result).startswith(SUMMARY.format(1100, 0, 0, 0))
+        assert (
+            ": the sync bucket (1 per 2 seconds) is empty; MAPAPI_RATELIMIT_SYNC sets it"
+            in result.stdout
+        ), result.stdout

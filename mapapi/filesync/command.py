@@ -5,6 +5,7 @@ a bad option or setting. Progress and the summary go to standard output,
 errors to standard error.
 """
 
+import math
 import re
 import sys
 import time
@@ -14,6 +15,7 @@ from urllib.parse import quote
 import click
 
 from ..commands.service_client import key_for, refuse_setting, url_option
+from ..config import RATE_LIMIT_BUCKETS
 from ..printable import printable
 from .current import ExactIntegers, MapState, exact_parser, read_state
 from .http_client import Service, ServiceError, Wait
@@ -111,11 +113,40 @@ class Run:
             f"create {plan.created}, "
             f"update {plan.updated}, delete {len(plan.deletes)}, unchanged {plan.unchanged}"
         )
+        upserts, deletes = list(upsert_batches(plan)), list(delete_batches(plan))
+        if upserts or deletes:
+            self._budget(len(upserts) + len(deletes))
         if dry_run:
             for line in _plan_rows(rows, plan):
                 click.echo(line)
             return _counts(plan.created, plan.updated, len(plan.deletes), plan.unchanged)
-        return self._write(rows, plan, state)
+        return self._write(rows, plan, state, upserts, deletes)
+
+    def _budget(self, needed: int) -> None:
+        """The requests of the sync bucket the run needs, and what the account
+        has left (``GET /rate-limits``, which uses up nothing); before anything
+        is sent, a warning for each bucket the run will wait for."""
+        try:
+            buckets = self.service.get("/rate-limits")["buckets"]
+        except ServiceError as error:
+            if error.status != 404:  # a service older than GET /rate-limits: no budget
+                raise
+            return
+        sync = buckets["sync"]
+        click.echo(
+            f"requests: {needed} to the sync bucket, which has {sync['remaining']} of "
+            f"{sync['limit']} left ({printable(sync['window'])})"
+        )
+        for name in ("sync", "general"):  # every write counts in the general bucket too
+            bucket = buckets[name]
+            if needed > bucket["remaining"]:
+                click.echo(
+                    f"warning: the run needs {needed} requests and the {name} bucket has "
+                    f"{bucket['remaining']} left: it will wait up to {_waiting(bucket, needed)} "
+                    f"for it to refill ({RATE_LIMIT_BUCKETS[name]}={printable(bucket['window'])} "
+                    "sizes it)",
+                    err=True,
+                )
 
     def _read_state(self) -> MapState:
         """The map's locations, from its export (read twice when it holds an
@@ -151,9 +182,7 @@ class Run:
                 return ids
             page += 1
 
-    def _write(self, rows: Rows, plan: Plan, state: MapState) -> str:
-        upserts = list(upsert_batches(plan))
-        deletes = list(delete_batches(plan))
+    def _write(self, rows: Rows, plan: Plan, state: MapState, upserts: list, deletes: list) -> str:
         counts = {"created": 0, "updated": 0, "unchanged": plan.unchanged, "deleted": 0}
         if not plan.writes:
             return _counts(**counts)
@@ -192,6 +221,23 @@ def read_rows(file: str, id_column: str | None) -> Rows:
     if is_geojson(data):
         return geojson_rows(geojson_features(data), id_column)
     return csv_rows(csv_file(data, (id_column,) if id_column else DEFAULT_ID_COLUMNS), id_column)
+
+
+def _waiting(bucket: dict, needed: int) -> str:
+    """How long a run of ``needed`` requests waits for ``bucket`` at most: a
+    moving window gives back at most its ``limit`` over each window's length."""
+    from limits import parse
+
+    windows = math.ceil((needed - bucket["remaining"]) / bucket["limit"])
+    return _duration(windows * parse(bucket["window"]).get_expiry())
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 90 * 60:
+        return f"{math.ceil(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _counts(created: int, updated: int, deleted: int, unchanged: int) -> str:
