@@ -19,7 +19,6 @@ import click
 
 from . import __version__
 from .commands import COMMANDS, DESCRIPTION, Listed, load
-from .commands.refusals import SettingRefused
 
 
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
@@ -43,6 +42,7 @@ def script_info(kind: str):
     from flask.cli import ScriptInfo
 
     def create_app():
+        from .commands.refusals import SettingRefused
         from .config import SettingError
 
         try:

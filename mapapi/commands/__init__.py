@@ -46,7 +46,7 @@ COMMANDS = {
     # Checks the settings itself, every problem on a line: it needs no app.
     "config": Listed(
         "mapapi.commands.config_check:config_group",
-        "Check every setting as serve would, without starting anything.",
+        "Check every setting without starting anything: each problem, or the settings in effect.",
         "",
     ),
     # Clients of a running service: they need no app, no database.
