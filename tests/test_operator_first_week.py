@@ -169,3 +169,13 @@ def test_trusted_proxies_under_serve_give_each_client_its_own_bucket_and_log_lin
 
         assert wait_until(lambda: len(clients()) >= 5, seconds=30)
         assert clients()[-5:] == ["203.0.113.1"] * 4 + ["203.0.113.2"]
+
+
+def test_db_upgrade_says_up_to_date_when_nothing_was_pending(tmp_path):
+    env = clean_env(tmp_path)
+    first = run_mapapi(env, tmp_path, "db", "upgrade")
+    assert first.returncode == 0, first.stderr
+    assert "Database schema created: " in first.stderr
+    again = run_mapapi(env, tmp_path, "db", "upgrade")
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.strip().splitlines()[-1].startswith("Database schema up to date (revision ")
