@@ -63,6 +63,24 @@ COMMANDS = {
 }
 
 
+#: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
+#: whole group (writing migrations too), with ``db backup`` added.
+FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "events")
+
+
+def register_commands(app) -> None:
+    """``flask --app mapapi``: the operator's commands beside Flask's own (the
+    app factory calls it: it lives below the ``mapapi`` command group, which
+    builds apps)."""
+    from flask_migrate.cli import db as migrate_group
+
+    from .database import backup_command
+
+    for name in FLASK_COMMANDS:
+        app.cli.add_command(load(name))
+    migrate_group.add_command(backup_command)
+
+
 def load(name: str):
     """The click command ``name`` (a key of ``COMMANDS``), its module imported now."""
     module, _, attribute = COMMANDS[name].target.partition(":")
