@@ -67,3 +67,108 @@ class json_rows(FunctionElement):
 @compiles(json_rows, "sqlite")
 def _sqlite_rows(element, compiler, **kw):
     return f"json_group_array(json_array({compiler.process(element.clauses, **kw)}))"
+
+
+# --- JSON documents written by the database (a GeoJSON Feature) -------------------
+
+
+class json_object(FunctionElement):
+    """A JSON object of alternating keys and values: SQLite's ``json_object``,
+    PostgreSQL's ``json_build_object``."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_object"
+
+
+@compiles(json_object)
+def _json_object(element, compiler, **kw):
+    return f"json_object({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_object, "postgresql")
+def _json_build_object(element, compiler, **kw):
+    return f"json_build_object({compiler.process(element.clauses, **kw)})"
+
+
+class json_array(FunctionElement):
+    """A JSON array of its arguments: ``json_array`` / ``json_build_array``."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_array"
+
+
+@compiles(json_array)
+def _json_array(element, compiler, **kw):
+    return f"json_array({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_array, "postgresql")
+def _json_build_array(element, compiler, **kw):
+    return f"json_build_array({compiler.process(element.clauses, **kw)})"
+
+
+class json_array_agg(FunctionElement):
+    """An aggregate: its values as a JSON array, in the order the rows come
+    (``[]`` for none); fed from an ordered subquery, both databases keep
+    that order."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_array_agg"
+
+
+@compiles(json_array_agg)
+def _json_group_array(element, compiler, **kw):
+    return f"json_group_array({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_array_agg, "postgresql")
+def _json_agg(element, compiler, **kw):
+    return f"coalesce(json_agg({compiler.process(element.clauses, **kw)}), '[]'::json)"
+
+
+class json_float(FunctionElement):
+    """A float column as a JSON number that reads back as the very float
+    stored. PostgreSQL writes the shortest such text itself; SQLite's JSON
+    functions write 15 digits, so the number is written by ``printf``: 15
+    digits when they read back exactly (most coordinates: ``2.3``, not
+    ``2.2999999999999998``), else 17 (see ``exact_float``)."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_float"
+
+
+@compiles(json_float)
+def _json_float(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(json_float, "sqlite")
+def _sqlite_json_float(element, compiler, **kw):
+    column = compiler.process(element.clauses, **kw)
+    short = f"printf('%!.15g', {column})"
+    return (
+        f"json(CASE WHEN CAST({short} AS REAL) = {column} THEN {short} "
+        f"ELSE printf('%!.17g', {column}) END)"
+    )
+
+
+class json_document(FunctionElement):
+    """A column of stored JSON text, embedded as JSON (not as a string)."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_document"
+
+
+@compiles(json_document)
+def _json_document(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(json_document, "sqlite")
+def _sqlite_json_document(element, compiler, **kw):
+    return f"json({compiler.process(element.clauses, **kw)})"
