@@ -44,12 +44,17 @@ def _ids_in_order(column, where, order_by):
     selects, in the order ``order_by`` gives (correlated to the location)."""
     ordered = select(column.label("value")).where(where).order_by(order_by)
     ordered = ordered.correlate(_locations).subquery()
-    return select(json_array_agg(ordered.c.value)).scalar_subquery()
+    return json_document(select(json_array_agg(ordered.c.value)).scalar_subquery())
 
 
 def _members(*pairs):
     """``json_object`` of ``(key, value)`` pairs; keys written into the SQL."""
     return json_object(*(part for key, value in pairs for part in (literal_column(f"'{key}'"), value)))
+
+
+def _constant(text: str):
+    """A constant JSON string (``text`` holds no quote)."""
+    return json_document(literal_column(f"'\"{text}\"'"))
 
 
 _TAG_IDS = _ids_in_order(_links.c.tag_id, _links.c.location_id == _c.id, _links.c.position)
@@ -61,12 +66,12 @@ _LAYER_IDS = _ids_in_order(
 #: A location as the export's Feature (contract section 9), as JSON text.
 FEATURE = cast(
     _members(
-        ("type", literal_column("'Feature'")),
+        ("type", _constant("Feature")),
         ("id", _c.id),
         (
             "geometry",
             _members(
-                ("type", literal_column("'Point'")),
+                ("type", _constant("Point")),
                 ("coordinates", json_array(json_float(_c.lng), json_float(_c.lat))),
             ),
         ),

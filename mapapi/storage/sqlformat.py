@@ -70,11 +70,15 @@ def _sqlite_rows(element, compiler, **kw):
 
 
 # --- JSON documents written by the database (a GeoJSON Feature) -------------------
+#
+# SQLite's JSON functions write compact JSON; PostgreSQL's ``json_build_object``
+# writes ``{"a" : 1}`` and ``json_agg`` ``[1, 2]``. On PostgreSQL the
+# documents are therefore put together as text: each value by ``to_json``,
+# the members and items joined without spaces, as SQLite writes them.
 
 
 class json_object(FunctionElement):
-    """A JSON object of alternating keys and values: SQLite's ``json_object``,
-    PostgreSQL's ``json_build_object``."""
+    """A JSON object of alternating keys (``literal_column("'key'")``) and values."""
 
     type = String()
     inherit_cache = True
@@ -87,12 +91,17 @@ def _json_object(element, compiler, **kw):
 
 
 @compiles(json_object, "postgresql")
-def _json_build_object(element, compiler, **kw):
-    return f"json_build_object({compiler.process(element.clauses, **kw)})"
+def _pg_json_object(element, compiler, **kw):
+    parts = list(element.clauses)
+    members = [
+        f"""'"{key.name.strip("'")}":' || {_pg_json_text(value, compiler, **kw)}"""
+        for key, value in zip(parts[::2], parts[1::2], strict=True)
+    ]
+    return "('{' || " + " || ',' || ".join(members) + " || '}')"
 
 
 class json_array(FunctionElement):
-    """A JSON array of its arguments: ``json_array`` / ``json_build_array``."""
+    """A JSON array of its arguments."""
 
     type = String()
     inherit_cache = True
@@ -105,8 +114,9 @@ def _json_array(element, compiler, **kw):
 
 
 @compiles(json_array, "postgresql")
-def _json_build_array(element, compiler, **kw):
-    return f"json_build_array({compiler.process(element.clauses, **kw)})"
+def _pg_json_array(element, compiler, **kw):
+    items = [_pg_json_text(value, compiler, **kw) for value in element.clauses]
+    return "('[' || " + " || ',' || ".join(items) + " || ']')"
 
 
 class json_array_agg(FunctionElement):
@@ -125,8 +135,10 @@ def _json_group_array(element, compiler, **kw):
 
 
 @compiles(json_array_agg, "postgresql")
-def _json_agg(element, compiler, **kw):
-    return f"coalesce(json_agg({compiler.process(element.clauses, **kw)}), '[]'::json)"
+def _pg_json_array_agg(element, compiler, **kw):
+    (value,) = element.clauses
+    items = f"string_agg({_pg_json_text(value, compiler, **kw)}, ',')"
+    return f"coalesce('[' || {items} || ']', '[]')"
 
 
 class json_float(FunctionElement):
@@ -141,9 +153,9 @@ class json_float(FunctionElement):
     name = "json_float"
 
 
-@compiles(json_float)
-def _json_float(element, compiler, **kw):
-    return compiler.process(element.clauses, **kw)
+@compiles(json_float, "postgresql")
+def _pg_json_float(element, compiler, **kw):
+    return f"to_json({compiler.process(element.clauses, **kw)})::text"
 
 
 @compiles(json_float, "sqlite")
@@ -157,18 +169,30 @@ def _sqlite_json_float(element, compiler, **kw):
 
 
 class json_document(FunctionElement):
-    """A column of stored JSON text, embedded as JSON (not as a string)."""
+    """JSON text (a stored column, a constant, a subquery's document),
+    embedded as JSON, not as a string."""
 
     type = String()
     inherit_cache = True
     name = "json_document"
 
 
-@compiles(json_document)
-def _json_document(element, compiler, **kw):
-    return compiler.process(element.clauses, **kw)
+@compiles(json_document, "postgresql")
+def _pg_json_document(element, compiler, **kw):
+    return f"({compiler.process(element.clauses, **kw)})::text"
 
 
 @compiles(json_document, "sqlite")
 def _sqlite_json_document(element, compiler, **kw):
     return f"json({compiler.process(element.clauses, **kw)})"
+
+
+_JSON_TEXTS = (json_object, json_array, json_array_agg, json_float, json_document)
+
+
+def _pg_json_text(value, compiler, **kw) -> str:
+    """PostgreSQL: ``value`` as JSON text; a document built here is already."""
+    compiled = compiler.process(value, **kw)
+    if isinstance(value, _JSON_TEXTS):
+        return compiled
+    return f"coalesce(to_json({compiled})::text, 'null')"
