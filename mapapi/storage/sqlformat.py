@@ -1,7 +1,7 @@
 """Values the database hands back already written as text: timestamps as
 the API writes them and, on SQLite, floats and whole result sets as JSON."""
 
-from sqlalchemy import String
+from sqlalchemy import Boolean, String
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -196,3 +196,51 @@ def _pg_json_text(value, compiler, **kw) -> str:
     if isinstance(value, _JSON_TEXTS):
         return compiled
     return f"coalesce(to_json({compiled})::text, 'null')"
+
+
+# --- comparisons as CQL2 means them: case-sensitive, by code point ---------------
+
+
+class code_point_order(FunctionElement):
+    """A text column compared by code point: ``COLLATE "C"`` on PostgreSQL
+    (whose default collation may follow a language's rules); SQLite's
+    BINARY collation is already."""
+
+    type = String()
+    inherit_cache = True
+    name = "code_point_order"
+
+
+@compiles(code_point_order)
+def _code_point_order(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(code_point_order, "postgresql")
+def _pg_code_point_order(element, compiler, **kw):
+    return f'({compiler.process(element.clauses, **kw)}) COLLATE "C"'
+
+
+class like_exactly(FunctionElement):
+    """``column LIKE pattern``, case-sensitive on both databases: SQLite's
+    LIKE ignores the case of ASCII letters, so there it is ``GLOB``.
+
+    Arguments: the column, the pattern for GLOB, the pattern for LIKE (with
+    ``\\`` as its escape character).
+    """
+
+    type = Boolean()
+    inherit_cache = True
+    name = "like_exactly"
+
+
+@compiles(like_exactly)
+def _like_exactly(element, compiler, **kw):
+    column, _glob, like = element.clauses
+    return f"{compiler.process(column, **kw)} LIKE {compiler.process(like, **kw)} ESCAPE '\\'"
+
+
+@compiles(like_exactly, "sqlite")
+def _sqlite_glob(element, compiler, **kw):
+    column, glob, _like = element.clauses
+    return f"{compiler.process(column, **kw)} GLOB {compiler.process(glob, **kw)}"
