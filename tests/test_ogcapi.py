@@ -251,3 +251,231 @@ def test_bbox_datetime_list_filters_and_equality(ogc, api, map_id):
     assert len(ids(ogc.items(map_id, datetime=f"{created}/.."))) == 3
     assert ids(ogc.items(map_id, datetime="../2000-01-01T00:00:00Z")) == []
     assert ids(ogc.items(map_id, datetime="2000-01-01T00:00:00Z/")) == [a["id"], b["id"], c["id"]]
+
+
+# --- CQL2 --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def named(api, map_id):
+    """Locations a, B, c_d, 'it''s' on a grid, the first in a category, by name."""
+    category = make_category(api, map_id, name="C")["id"]
+    created = bulk(
+        api,
+        map_id,
+        {"name": "a", "lat": 0, "lng": 0, "categoryId": category, "externalId": "e1"},
+        {"name": "B", "lat": 1, "lng": 1, "address": "x"},
+        {"name": "c_d", "lat": 2, "lng": 2},
+        {"name": "it's", "lat": 3, "lng": 3},
+    )
+    return {location["name"]: location["id"] for location in created} | {"category": category}
+
+
+def names(ogc, map_id, cql, lang="cql2-text"):
+    body = ogc.items(map_id, filter=cql if isinstance(cql, str) else json.dumps(cql), **{"filter-lang": lang})
+    return sorted(feature["properties"]["name"] for feature in body["features"])
+
+
+@pytest.mark.parametrize(
+    ("cql", "expected"),
+    [
+        ("name = 'a'", ["a"]),
+        ("name <> 'a'", ["B", "c_d", "it's"]),
+        ("name > 'B'", ["a", "c_d", "it's"]),  # by code point: "B" < "a"
+        ("name < 'a' AND NOT name = 'B'", []),
+        ("name = 'a' OR (name = 'B' AND address = 'x')", ["B", "a"]),
+        ("name LIKE 'c%'", ["c_d"]),
+        ("name LIKE 'C%'", []),
+        ("name LIKE '_'", ["B", "a"]),
+        ("name LIKE 'c\\_d'", ["c_d"]),
+        ("name LIKE 'b'", []),
+        ("name IN ('a', 'B', 'zz')", ["B", "a"]),
+        ("name BETWEEN 'B' AND 'b'", ["B", "a"]),
+        ("categoryId IS NULL", ["B", "c_d", "it's"]),
+        ("externalId IS NOT NULL", ["a"]),
+        ("name = 'it''s'", ["it's"]),
+        ("createdAt > TIMESTAMP('2000-01-01T00:00:00Z')", ["B", "a", "c_d", "it's"]),
+        ("updatedAt < TIMESTAMP('2000-01-01T00:00:00Z')", []),
+        ("S_INTERSECTS(geometry, BBOX(0.5, 0.5, 2, 2))", ["B", "c_d"]),
+        ("S_INTERSECTS(geometry, POLYGON((0 0, 2 0, 2 2, 0 0)))", ["B", "a", "c_d"]),
+        ("S_INTERSECTS(geometry, POLYGON((-1 -1, 4 -1, 4 4, -1 4, -1 -1), (0.5 0.5, 2.5 0.5, 2.5 2.5, 0.5 2.5, 0.5 0.5)))", ["a", "it's"]),
+        ("S_INTERSECTS(geometry, POINT(3 3))", ["it's"]),
+    ],
+)
+def test_cql2_text_filters(ogc, map_id, named, cql, expected):
+    assert names(ogc, map_id, cql) == expected
+
+
+def test_cql2_json_filters_and_combination_with_parameters(ogc, map_id, named):
+    cql = {"op": "like", "args": [{"property": "name"}, "%"]}
+    assert names(ogc, map_id, cql, "cql2-json") == ["B", "a", "c_d", "it's"]
+    body = ogc.items(map_id, filter="name <> 'a'", bbox="0,0,1.5,1.5")
+    assert [feature["properties"]["name"] for feature in body["features"]] == ["B"]
+    assert body["numberMatched"] == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [
+        ({"filter": "name = "}, "filter"),
+        ({"filter": "color = 'red'"}, "filter"),
+        ({"filter": "name = 3"}, "filter"),
+        ({"filter": "createdAt > 'not a time'"}, "filter"),
+        ({"filter": "1 = 1"}, "filter"),
+        ({"filter": "T_AFTER(createdAt, TIMESTAMP('2020-01-01T00:00:00Z'))"}, "filter"),
+        ({"filter": "CASEI(name) = 'a'"}, "filter"),
+        ({"filter": "S_INTERSECTS(geometry, LINESTRING(0 0, 1 1))"}, "filter"),
+        ({"filter": "{", "filter-lang": "cql2-json"}, "filter"),
+        ({"filter": "name = 'a'", "filter-lang": "cql-text"}, "filter-lang"),
+    ],
+)
+def test_filters_not_built_are_validation_errors(ogc, map_id, query, parameter):
+    details = validation_details(ogc.get(f"/collections/{map_id}/items", query_string=query))
+    assert list(details) == [parameter]
+
+
+# --- paging ------------------------------------------------------------------------
+
+
+def test_next_pages_by_cursor_see_each_location_once_under_writes(ogc, api, map_id):
+    first = bulk(api, map_id, *({"name": f"n{n}"} for n in range(25)))
+    seen, pages = [], 0
+    page = ogc.items(map_id, limit="10", q="n")
+    assert page["numberMatched"] == 25
+    while True:
+        pages += 1
+        seen.extend(feature["id"] for feature in page["features"])
+        # Between pages: one deleted ahead... none that existed throughout.
+        bulk(api, map_id, {"name": f"new{pages}"})
+        nexts = [link["href"] for link in page["links"] if link["rel"] == "next"]
+        if not nexts:
+            break
+        assert "q=n" in nexts[0] and "limit=10" in nexts[0]
+        response = ogc.get(nexts[0].split("/ogcapi", 1)[1])
+        assert response.status_code == 200
+        page = response.get_json()
+        assert "numberMatched" not in page
+    original = [location["id"] for location in first]
+    assert [i for i in seen if i in original] == original
+    assert len(seen) == len(set(seen))
+
+
+# --- writes ------------------------------------------------------------------------
+
+
+def feature(**properties):
+    return {"type": "Feature", "geometry": {"type": "Point", "coordinates": [2.5, 48.5]},
+            "properties": {"name": "new", **properties}}
+
+
+def events(api, types="location.*"):
+    return api.get("/events", query_string={"types": types}).get_json()["data"]["events"]
+
+
+def test_create_replace_patch_delete_record_events(ogc, api, map_id):
+    tag = make_tag(api, map_id, name="T")["id"]
+    response = ogc.request("POST", f"/collections/{map_id}/items", json=feature(tagIds=[tag], color="red"),
+                           headers={"Content-Type": "application/geo+json"})
+    assert response.status_code == 201, response.get_json()
+    created = response.get_json()
+    location_id = created["id"]
+    assert response.headers["Location"].endswith(f"/ogcapi/collections/{map_id}/items/{location_id}")
+    assert created["properties"]["properties"] == {"color": "red"}
+    assert created["properties"]["tagIds"] == [tag]
+    item = f"/collections/{map_id}/items/{location_id}"
+    assert ogc.get(item).headers["ETag"] == response.headers["ETag"]
+    stored = api.get(f"/maps/{map_id}/locations/{location_id}").get_json()["data"]
+    assert stored["lat"] == 48.5 and stored["lng"] == 2.5 and stored["name"] == "new"
+
+    replaced = ogc.request("PUT", item, json=feature(name="again", description="d"))
+    assert replaced.status_code == 200, replaced.get_json()
+    assert replaced.get_json()["properties"]["tagIds"] == []  # left out: its default
+    assert replaced.get_json()["properties"]["properties"] == {}
+    assert replaced.headers["ETag"] == ogc.get(item).headers["ETag"]
+
+    patched = ogc.request("PATCH", item, data=json.dumps({"properties": {"address": "here", "description": None}}),
+                          headers={"Content-Type": "application/merge-patch+json"})
+    assert patched.status_code == 200, patched.get_json()
+    properties = patched.get_json()["properties"]
+    assert properties["name"] == "again" and properties["address"] == "here" and properties["description"] == ""
+
+    deleted = ogc.request("DELETE", item)
+    assert deleted.status_code == 204 and deleted.get_data() == b""
+    error(ogc.get(item), 404, "NOT_FOUND")
+    kinds = [(event["type"], event["data"]["id"]) for event in events(api)]
+    assert kinds == [
+        ("location.created", location_id),
+        ("location.updated", location_id),
+        ("location.updated", location_id),
+        ("location.deleted", location_id),
+    ]
+
+
+def test_bad_features_are_validation_errors_and_change_nothing(ogc, api, map_id):
+    items = f"/collections/{map_id}/items"
+    details = validation_details(ogc.request("POST", items, json={"type": "Feature", "properties": {}}))
+    assert set(details) == {"geometry", "properties"}
+    details = validation_details(ogc.request("POST", items, json=feature(categoryId="nope")))
+    assert details == {"properties": {"categoryId": ["Not a category of this map."]}}
+    response = ogc.request("POST", items, data="{", headers={"Content-Type": "application/json"})
+    error(response, 400, "VALIDATION_ERROR")
+    response = ogc.request("POST", items, data="{}", headers={"Content-Type": "text/plain"})
+    error(response, 400, "VALIDATION_ERROR")
+    (location,) = bulk(api, map_id, {"name": "kept"})
+    item = f"{items}/{location['id']}"
+    patch = ogc.request("PATCH", item, data=json.dumps({"properties": {"name": None}}),
+                        headers={"Content-Type": "application/merge-patch+json"})
+    error(patch, 400, "VALIDATION_ERROR")
+    assert events(api) == [] or all(event["type"] == "location.created" for event in events(api))
+
+
+def test_if_match_guards_writes(ogc, api, map_id):
+    (location,) = bulk(api, map_id, {"name": "a"})
+    item = f"/collections/{map_id}/items/{location['id']}"
+    etag = ogc.get(item).headers["ETag"]
+    api.put(f"/maps/{map_id}/locations/{location['id']}", json={"name": "changed"})
+    for method, body in (("PUT", feature()), ("PATCH", {"properties": {"name": "x"}}), ("DELETE", None)):
+        response = ogc.request(method, item, json=body, headers={"If-Match": etag})
+        error(response, 412, "PRECONDITION_FAILED")
+    fresh = ogc.get(item).headers["ETag"]
+    assert ogc.request("PUT", item, json=feature(name="ok"), headers={"If-Match": fresh}).status_code == 200
+    assert ogc.request("DELETE", item, headers={"If-Match": "*"}).status_code == 204
+
+
+def test_idempotency_key_on_post_runs_once(ogc, api, map_id):
+    items = f"/collections/{map_id}/items"
+    headers = {"Idempotency-Key": "ogc-1"}
+    first = ogc.request("POST", items, json=feature(), headers=headers)
+    again = ogc.request("POST", items, json=feature(), headers=headers)
+    assert first.status_code == again.status_code == 201
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_json() == first.get_json()
+    assert ogc.items(map_id)["numberMatched"] == 1
+    error(ogc.request("POST", items, json=feature(name="other"), headers=headers), 422, "IDEMPOTENCY_KEY_REUSED")
+
+
+def test_scopes_options_and_methods(app, client, ogc, api, map_id):
+    (location,) = bulk(api, map_id, {"name": "a"})
+    items = f"/collections/{map_id}/items"
+    item = f"{items}/{location['id']}"
+    reader = Ogc(client, create_key(app, "owner@example.com", scope="READ_ONLY"))
+    assert ogc.request("OPTIONS", items).headers["Allow"] == "GET, HEAD, OPTIONS, POST"
+    assert ogc.request("OPTIONS", item).headers["Allow"] == "DELETE, GET, HEAD, OPTIONS, PATCH, PUT"
+    for path in (items, item):
+        response = reader.request("OPTIONS", path)
+        assert response.status_code == 204 and response.headers["Allow"] == "GET, HEAD, OPTIONS"
+    error(reader.request("POST", items, json=feature()), 403, "INSUFFICIENT_SCOPE")
+    error(reader.request("DELETE", item), 403, "INSUFFICIENT_SCOPE")
+    error(ogc.request("OPTIONS", f"{items}/nope"), 404, "NOT_FOUND")
+    response = ogc.request("POST", "/collections")
+    error(response, 405, "METHOD_NOT_ALLOWED")
+    assert "GET" in response.headers["Allow"]
+    error(ogc.get("/nowhere"), 404, "NOT_FOUND")
+
+
+def test_writes_to_another_accounts_map_are_not_found(ogc, other_api):
+    theirs = make_map(other_api, title="Theirs")["id"]
+    (location,) = bulk(other_api, theirs, {"name": "a"})
+    error(ogc.request("POST", f"/collections/{theirs}/items", json=feature()), 404, "NOT_FOUND")
+    error(ogc.request("DELETE", f"/collections/{theirs}/items/{location['id']}"), 404, "NOT_FOUND")
+    assert other_api.get(f"/maps/{theirs}/locations/{location['id']}").status_code == 200
