@@ -70,7 +70,9 @@ def list_collections():
     check_format("json")
     maps = (
         db.session.connection()
-        .execute(select(_maps).where(_maps.c.account_id == g.account.id).order_by(_maps.c.pk))
+        .execute(
+            select(_maps).where(_maps.c.account_id == g.account.id).order_by(_maps.c.pk)
+        )
         .all()
     )
     extents = _extents([map_.id for map_ in maps]) if maps else {}
@@ -113,7 +115,10 @@ def get_queryables(map_id):
                 "description": {**text, "title": "Description"},
                 "address": {**text, "title": "Address"},
                 "externalId": {**text, "title": "Its id in your own system"},
-                "categoryId": {"type": ["string", "null"], "title": "Its category's id"},
+                "categoryId": {
+                    "type": ["string", "null"],
+                    "title": "Its category's id",
+                },
                 "createdAt": {**moment, "title": "Created at"},
                 "updatedAt": {**moment, "title": "Last changed at"},
             },

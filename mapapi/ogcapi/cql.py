@@ -69,7 +69,9 @@ def parse(text: str, language: str):
 def condition(tree):
     """The SQL condition of a CQL2 syntax tree."""
     if not isinstance(tree, dict) or "op" not in tree:
-        raise FilterError("Must be a condition (a comparison, LIKE, IN, ... ), not a value.")
+        raise FilterError(
+            "Must be a condition (a comparison, LIKE, IN, ... ), not a value."
+        )
     op, args = tree["op"], tree.get("args")
     if not isinstance(args, list):
         raise FilterError(f"{op}: its arguments must be a list.")
@@ -171,7 +173,9 @@ def _like(args: list):
         like.append("\\" + character if character in "%_\\" else character)
     if escaped:
         raise FilterError("A LIKE pattern may not end with its escape character \\.")
-    return like_exactly(column, bindparam(None, "".join(glob)), bindparam(None, "".join(like)))
+    return like_exactly(
+        column, bindparam(None, "".join(glob)), bindparam(None, "".join(like))
+    )
 
 
 # --- S_INTERSECTS ------------------------------------------------------------------
@@ -183,7 +187,9 @@ def _intersects(args: list):
     if not (_is_property(first) and first["property"] == GEOMETRY):
         first, second = second, first
     if not (_is_property(first) and first["property"] == GEOMETRY):
-        raise FilterError("S_INTERSECTS compares the property geometry with a geometry.")
+        raise FilterError(
+            "S_INTERSECTS compares the property geometry with a geometry."
+        )
     if isinstance(second, dict) and set(second) == {"bbox"}:
         return in_box(_numbers(second["bbox"]))
     if isinstance(second, dict) and second.get("type") == "Polygon":
@@ -201,7 +207,11 @@ def _numbers(values) -> list[float]:
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
 
 
 def _position(values) -> tuple[float, float]:
@@ -221,7 +231,11 @@ def in_box(numbers: list[float]):
     west, south, east, north = numbers
     if south > north:
         raise FilterError("A BBOX's south must not be greater than its north.")
-    within = _c.lng.between(west, east) if west <= east else or_(_c.lng >= west, _c.lng <= east)
+    within = (
+        _c.lng.between(west, east)
+        if west <= east
+        else or_(_c.lng >= west, _c.lng <= east)
+    )
     return and_(_c.lat.between(south, north), within)
 
 
@@ -231,7 +245,9 @@ def _in_polygon(coordinates):
         raise FilterError("A POLYGON has one ring or more.")
     rings = [[_position(position) for position in ring] for ring in _rings(coordinates)]
     if sum(len(ring) for ring in rings) > POLYGON_MAX_POSITIONS:
-        raise FilterError(f"A POLYGON may have at most {POLYGON_MAX_POSITIONS} positions here.")
+        raise FilterError(
+            f"A POLYGON may have at most {POLYGON_MAX_POSITIONS} positions here."
+        )
     edges = [
         (ring[index], ring[(index + 1) % len(ring)])
         for ring in rings
@@ -246,7 +262,9 @@ def _in_polygon(coordinates):
     return and_(
         _c.lat.between(min(ys), max(ys)),
         _c.lng.between(min(xs), max(xs)),
-        or_(on_edges > 0, crossings % 2 == 1) if crossings is not None else on_edges > 0,
+        or_(on_edges > 0, crossings % 2 == 1)
+        if crossings is not None
+        else on_edges > 0,
     )
 
 
@@ -276,7 +294,9 @@ def _crossing(start, end):
 def _on_edge(start, end):
     """1 when the location lies on this edge."""
     (x1, y1), (x2, y2) = start, end
-    on_line = (_c.lng - literal(x1)) * literal(y2 - y1) == (_c.lat - literal(y1)) * literal(x2 - x1)
+    on_line = (_c.lng - literal(x1)) * literal(y2 - y1) == (
+        _c.lat - literal(y1)
+    ) * literal(x2 - x1)
     return case(
         (
             and_(
@@ -295,5 +315,7 @@ def _sum(terms: list):
     if not terms:
         return None
     while len(terms) > 1:
-        terms = [reduce(add, terms[index : index + 2]) for index in range(0, len(terms), 2)]
+        terms = [
+            reduce(add, terms[index : index + 2]) for index in range(0, len(terms), 2)
+        ]
     return terms[0]

@@ -18,7 +18,12 @@ CONFORMS_TO = [
     *(_FEATURES + name for name in ("core", "geojson", "oas30")),
     *(
         _FILTERING + name
-        for name in ("queryables", "queryables-query-parameters", "filter", "features-filter")
+        for name in (
+            "queryables",
+            "queryables-query-parameters",
+            "filter",
+            "features-filter",
+        )
     ),
     *(
         _CQL2 + name

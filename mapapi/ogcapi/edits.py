@@ -10,6 +10,7 @@ editors sending the same one, one wins.
 import orjson
 from flask import Blueprint, g, request
 
+from ..contract.geojson import read_feature
 from ..extensions import db
 from ..http.errors import APIError, not_found, settled, validation_error
 from ..http.payload import json_body
@@ -22,7 +23,6 @@ from ..services.locations import (
     remove_location,
 )
 from ..services.ownership import locked_map_row, map_child, owned_map, read_map
-from ..contract.geojson import read_feature
 from ..storage.models import Location, could_be_id
 from .answers import GEOJSON, JSON, answer, feature_etag, url, with_links
 from .items import item_links
@@ -103,7 +103,9 @@ def item_options(map_id, location_id):
 def _allow(where: str):
     response = answer(b"", JSON, 204)
     response.headers.pop("Content-Type", None)
-    response.headers["Allow"] = ALLOW[where] if g.account.scope == "READ_WRITE" else READ_ONLY_ALLOW
+    response.headers["Allow"] = (
+        ALLOW[where] if g.account.scope == "READ_WRITE" else READ_ONLY_ALLOW
+    )
     return response
 
 
@@ -122,7 +124,9 @@ def merge_patch(target, patch):
 
 def _read_feature(feature: dict) -> dict:
     """A Feature read as a location create (every field it leaves out at its default)."""
-    feature = {key: value for key, value in feature.items() if key not in READ_ONLY_MEMBERS}
+    feature = {
+        key: value for key, value in feature.items() if key not in READ_ONLY_MEMBERS
+    }
     data, errors = read_feature(feature, "name")
     if errors:
         raise validation_error("The Feature is invalid.", errors)

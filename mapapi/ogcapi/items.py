@@ -15,7 +15,16 @@ from ..services.geojson import count_features, feature_of, feature_rows, has_mor
 from ..services.ownership import read_map
 from ..storage.models import could_be_id
 from ..timeutil import format_timestamp, utcnow
-from .answers import GEOJSON, JSON, answer, check_format, feature_etag, link, url, with_links
+from .answers import (
+    GEOJSON,
+    JSON,
+    answer,
+    check_format,
+    feature_etag,
+    link,
+    url,
+    with_links,
+)
 from .queries import read_items_query, write_cursor
 
 bp = Blueprint("ogcapi_items", __name__)
@@ -29,19 +38,32 @@ def get_items(map_id):
     after = None if query.after is None else (query.after, query.after)
     rows = feature_rows(map_.id, query.chosen, query.limit, after)
     path = f"/collections/{map_.id}/items"
-    asked = [(key, value) for key, value in request.args.items(multi=True) if key != "cursor"]
+    asked = [
+        (key, value) for key, value in request.args.items(multi=True) if key != "cursor"
+    ]
     links = [
-        link(url(path, list(request.args.items(multi=True))), "self", GEOJSON, "This page"),
+        link(
+            url(path, list(request.args.items(multi=True))),
+            "self",
+            GEOJSON,
+            "This page",
+        ),
         link(url(f"/collections/{map_.id}"), "collection", JSON, map_.title),
     ]
     last = (rows[-1].sort_key, rows[-1].pk) if rows else None
     if len(rows) == query.limit and has_more(map_.id, query.chosen, last):
         next_page = url(path, [*asked, ("cursor", write_cursor(rows[-1].pk))])
         links.append(link(next_page, "next", GEOJSON, "The next page"))
-    summary = {"numberReturned": len(rows), "timeStamp": format_timestamp(utcnow()), "links": links}
+    summary = {
+        "numberReturned": len(rows),
+        "timeStamp": format_timestamp(utcnow()),
+        "links": links,
+    }
     if query.after is None:  # the first page counts them all
         summary["numberMatched"] = (
-            len(rows) if len(rows) < query.limit else count_features(map_.id, query.chosen)
+            len(rows)
+            if len(rows) < query.limit
+            else count_features(map_.id, query.chosen)
         )
     features = ",".join(row.feature for row in rows).encode()
     return answer(
@@ -66,11 +88,20 @@ def get_item(map_id, location_id):
         response = answer(b"", GEOJSON, 304, {"ETag": etag})
         response.headers.pop("Content-Type", None)
         return response
-    return answer(with_links(feature, item_links(map_, location_id)), GEOJSON, headers={"ETag": etag})
+    return answer(
+        with_links(feature, item_links(map_, location_id)),
+        GEOJSON,
+        headers={"ETag": etag},
+    )
 
 
 def item_links(map_, location_id: str) -> list[dict]:
     return [
-        link(url(f"/collections/{map_.id}/items/{location_id}"), "self", GEOJSON, "This location"),
+        link(
+            url(f"/collections/{map_.id}/items/{location_id}"),
+            "self",
+            GEOJSON,
+            "This location",
+        ),
         link(url(f"/collections/{map_.id}"), "collection", JSON, map_.title),
     ]

@@ -33,13 +33,22 @@ def _query(name: str, description: str, schema: dict | None = None, **extra) -> 
     }
 
 
-_F = _query("f", "The only format: JSON (GeoJSON for features).", {"type": "string", "enum": ["json"]})
+_F = _query(
+    "f",
+    "The only format: JSON (GeoJSON for features).",
+    {"type": "string", "enum": ["json"]},
+)
 _ITEMS_PARAMETERS = [
     _COLLECTION_ID,
     _query(
         "limit",
         f"Features a page, 1..{MAX_LIMIT}; a larger number is read as {MAX_LIMIT}.",
-        {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+        {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_LIMIT,
+            "default": DEFAULT_LIMIT,
+        },
         style="form",
         explode=False,
     ),
@@ -51,8 +60,12 @@ _ITEMS_PARAMETERS = [
         style="form",
         explode=False,
     ),
-    _query("datetime", "updatedAt: an instant, or an interval a/b (`..` or empty: open)."),
-    _query("q", "Lower-cased, a substring of the lower-cased name, description or address."),
+    _query(
+        "datetime", "updatedAt: an instant, or an interval a/b (`..` or empty: open)."
+    ),
+    _query(
+        "q", "Lower-cased, a substring of the lower-cased name, description or address."
+    ),
     _query("categoryId", "Locations in this category."),
     _query(
         "tagId",
@@ -72,7 +85,10 @@ _ITEMS_PARAMETERS = [
     _query("name", "Equal to this name (exact, case-sensitive)."),
     _query("description", "Equal to this description (exact, case-sensitive)."),
     _query("address", "Equal to this address (exact, case-sensitive)."),
-    _query("filter", "A CQL2 filter on the queryables (Basic CQL2, LIKE, BETWEEN, IN, S_INTERSECTS)."),
+    _query(
+        "filter",
+        "A CQL2 filter on the queryables (Basic CQL2, LIKE, BETWEEN, IN, S_INTERSECTS).",
+    ),
     _query(
         "filter-lang",
         "The filter's language.",
@@ -84,7 +100,10 @@ _ITEMS_PARAMETERS = [
 
 
 def _get(summary: str, media_type: str, parameters=(), *, etag: bool = False) -> dict:
-    ok = {"description": summary, "content": {media_type: {"schema": {"type": "object"}}}}
+    ok = {
+        "description": summary,
+        "content": {media_type: {"schema": {"type": "object"}}},
+    }
     if etag:
         ok["headers"] = {"ETag": {"schema": {"type": "string"}}}
     return {
@@ -103,7 +122,9 @@ def _write(summary: str, status: str, media_types: tuple[str, ...], parameters) 
     if media_types:
         operation["requestBody"] = {
             "required": True,
-            "content": {media_type: {"schema": {"type": "object"}} for media_type in media_types},
+            "content": {
+                media_type: {"schema": {"type": "object"}} for media_type in media_types
+            },
         }
     return operation
 
@@ -143,15 +164,21 @@ def build_document() -> dict:
         "security": [{"bearer": []}, {"basic": []}],
         "paths": {
             "/": {"get": {**_get("Landing page", JSON, [_F]), "security": []}},
-            "/conformance": {"get": {**_get("Conformance classes", JSON, [_F]), "security": []}},
+            "/conformance": {
+                "get": {**_get("Conformance classes", JSON, [_F]), "security": []}
+            },
             "/api": {"get": {**_get("This document", JSON), "security": []}},
             "/collections": {"get": _get("The account's maps", JSON, [_F])},
-            "/collections/{collectionId}": {"get": _get("A map", JSON, [_COLLECTION_ID, _F])},
+            "/collections/{collectionId}": {
+                "get": _get("A map", JSON, [_COLLECTION_ID, _F])
+            },
             "/collections/{collectionId}/queryables": {
                 "get": _get("What a filter may name", SCHEMA_JSON, [_COLLECTION_ID, _F])
             },
             "/collections/{collectionId}/items": {
-                "get": _get("A page of the map's locations", GEOJSON, _ITEMS_PARAMETERS),
+                "get": _get(
+                    "A page of the map's locations", GEOJSON, _ITEMS_PARAMETERS
+                ),
                 "post": _write(
                     "Create a location from a Feature",
                     "201",
@@ -162,7 +189,9 @@ def build_document() -> dict:
             },
             "/collections/{collectionId}/items/{featureId}": {
                 "get": _get("A location", GEOJSON, [*item, _F], etag=True),
-                "put": _write("Replace a location", "200", (GEOJSON, JSON), [*item, _IF_MATCH]),
+                "put": _write(
+                    "Replace a location", "200", (GEOJSON, JSON), [*item, _IF_MATCH]
+                ),
                 "patch": _write(
                     "Change a location (JSON Merge Patch)",
                     "200",

@@ -73,7 +73,13 @@ def read_items_query(args: MultiDict) -> ItemsQuery:
             errors["filter"] = [str(error)]
     try:
         loaded = _list_filters.load(
-            MultiDict([(key, value) for key, value in args.items(multi=True) if key in LIST_FILTERS])
+            MultiDict(
+                [
+                    (key, value)
+                    for key, value in args.items(multi=True)
+                    if key in LIST_FILTERS
+                ]
+            )
         )
     except ValidationError as error:
         errors.update(stringify_keys(error.normalized_messages()))
@@ -91,7 +97,9 @@ def read_items_query(args: MultiDict) -> ItemsQuery:
 
 def _limit(text: str) -> int:
     if not text.isascii() or not text.isdigit() or int(text) < 1:
-        raise ValueError(f"Must be a whole number from 1 (at most {MAX_LIMIT} are returned).")
+        raise ValueError(
+            f"Must be a whole number from 1 (at most {MAX_LIMIT} are returned)."
+        )
     return min(int(text), MAX_LIMIT)
 
 
@@ -101,13 +109,19 @@ def _bbox(text: str) -> tuple[float, float, float, float]:
         numbers = [float(part) for part in text.split(",")]
     except ValueError:
         numbers = []
-    if len(numbers) not in (4, 6) or not all(math.isfinite(number) for number in numbers):
+    if len(numbers) not in (4, 6) or not all(
+        math.isfinite(number) for number in numbers
+    ):
         raise ValueError("Must be minLng,minLat,maxLng,maxLat: four numbers (or six).")
     if len(numbers) == 6:
         numbers = [numbers[0], numbers[1], numbers[3], numbers[4]]
     west, south, east, north = numbers
-    if not all(-180 <= x <= 180 for x in (west, east)) or not all(-90 <= y <= 90 for y in (south, north)):
-        raise ValueError("Longitudes must be within -180..180 and latitudes within -90..90.")
+    if not all(-180 <= x <= 180 for x in (west, east)) or not all(
+        -90 <= y <= 90 for y in (south, north)
+    ):
+        raise ValueError(
+            "Longitudes must be within -180..180 and latitudes within -90..90."
+        )
     if south > north:
         raise ValueError("minLat must not be greater than maxLat.")
     return west, south, east, north
@@ -144,5 +158,7 @@ def _cursor(text: str) -> int:
         decoded = ""
     prefix, _, pk = decoded.partition(":")
     if prefix != "after" or not pk.isascii() or not pk.isdigit() or len(pk) > 18:
-        raise ValueError("Not a cursor of this service: follow the next link as it is written.")
+        raise ValueError(
+            "Not a cursor of this service: follow the next link as it is written."
+        )
     return int(pk)

@@ -49,7 +49,9 @@ def _ids_in_order(column, where, order_by):
 
 def _members(*pairs):
     """``json_object`` of ``(key, value)`` pairs; keys written into the SQL."""
-    return json_object(*(part for key, value in pairs for part in (literal_column(f"'{key}'"), value)))
+    return json_object(
+        *(part for key, value in pairs for part in (literal_column(f"'{key}'"), value))
+    )
 
 
 def _constant(text: str):
@@ -57,10 +59,13 @@ def _constant(text: str):
     return json_document(literal_column(f"'\"{text}\"'"))
 
 
-_TAG_IDS = _ids_in_order(_links.c.tag_id, _links.c.location_id == _c.id, _links.c.position)
+_TAG_IDS = _ids_in_order(
+    _links.c.tag_id, _links.c.location_id == _c.id, _links.c.position
+)
 _LAYER_IDS = _ids_in_order(
     location_layers.c.layer_id,
-    (location_layers.c.location_id == _c.id) & (_layers.c.id == location_layers.c.layer_id),
+    (location_layers.c.location_id == _c.id)
+    & (_layers.c.id == location_layers.c.layer_id),
     _layers.c.position,
 )
 #: A location as the export's Feature (contract section 9), as JSON text.
@@ -115,7 +120,9 @@ def feature_rows(map_id: str, chosen: Selection, limit: int, after=None) -> list
 def has_more(map_id: str, chosen: Selection, after) -> bool:
     """Whether ``chosen`` selects a location of map ``map_id`` after ``after``
     (``(sort_key, pk)``), in its order."""
-    found = select(_c.pk).where(chosen.in_map(map_id), *chosen.where, chosen.after(*after))
+    found = select(_c.pk).where(
+        chosen.in_map(map_id), *chosen.where, chosen.after(*after)
+    )
     return db.session.connection().execute(select(exists(found))).scalar_one()
 
 
