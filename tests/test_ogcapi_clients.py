@@ -145,3 +145,24 @@ def test_qgis_opens_a_map_as_an_oapif_layer_with_basic_authentication(service):
     read = json.loads(result.stdout.strip().splitlines()[-1])
     assert read["valid"] and read["count"] == SIZE
     assert {i: tuple(v) for i, v in read["features"].items()} == expected
+
+
+@needs_gdal
+def test_the_docs_gdal_lines_work_as_pasted(service, tmp_path):
+    base, key, map_id, _other, _expected = service
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "ogcapi.md").read_text()
+    blocks = doc.split("```sh\n")[1:]
+    assert len(blocks) == 2
+    commands = blocks[1].split("```", 1)[0]
+    assert commands.count("PAGE_SIZE=1000") == 4
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", commands],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MAPAPI_URL": base, "MAPAPI_KEY": key, "MAP_ID": map_id},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Feature Count: {SIZE}" in result.stdout
+    assert (tmp_path / "map.gpkg").exists() and (tmp_path / "box.geojson").exists()
