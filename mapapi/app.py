@@ -16,6 +16,7 @@ from .http.errors import register_error_handlers
 from .http.routing import IdConverter
 from .mcp.front import Front
 from .mcp.remote import bp as mcp_bp
+from .ogcapi import register_ogcapi
 from .services import journal
 from .storage.upgrade import register_migrations
 from .view.page import bp as view_bp
@@ -44,6 +45,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(reference_bp)
     app.register_blueprint(view_bp)
     app.register_blueprint(mcp_bp)
+    register_ogcapi(app)
     register_error_handlers(app)
     register_commands(app)
     return app
