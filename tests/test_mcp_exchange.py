@@ -17,7 +17,9 @@ from werkzeug.datastructures import EnvironHeaders
 from werkzeug.test import EnvironBuilder
 
 from mapapi.extensions import db
-from mapapi.mcp.remote import Caller, bridge, kept_environ
+from mapapi.mcp.bridge import Bridge
+from mapapi.mcp.caller import Caller, kept_environ
+from mapapi.mcp.remote import bridge
 from mapapi.storage.models import Account
 from mapapi.timeutil import utcnow
 
@@ -254,8 +256,8 @@ def gzip_from_100_bytes(app_config):
 
 
 def test_a_tool_calls_answer_keeps_the_request_id_and_is_gzipped_as_any(gzip_from_100_bytes, client, key, map_id):
-    """Answered in front of Flask's pipeline, it still gets what the app's
-    hooks give any answer: the client's request id, gzip when asked for."""
+    """Answered in front of Flask's views, it gets what the pipeline gives any
+    answer: the client's request id, gzip when asked for."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}", "X-Request-Id": "agent-7"}
     sent = json.dumps(call("get_map", mapId=map_id))
     zipped = client.post("/mcp", data=sent, headers={**headers, "Accept-Encoding": "gzip"})
@@ -270,10 +272,13 @@ def test_an_error_of_the_layer_in_front_is_the_apis_500_logged_on_one_line(clien
     """The layer's own code failing (made to fail here: nothing else makes it)
     answers as the app's last error handler does, and the call is not made twice."""
 
-    def failing(*_args, **_kwargs):
+    respond = Bridge.respond
+
+    def failing(*args, **kwargs):
+        respond(*args, **kwargs)  # the call made, then the layer fails
         raise RuntimeError(f"secret internals {key}")
 
-    monkeypatch.setattr("mapapi.mcp.front.compressed", failing)
+    monkeypatch.setattr(Bridge, "respond", failing)
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}", "X-Request-Id": "agent-8"}
     sent = json.dumps(message("tools/call", {"name": "create_location", "arguments": {
         "mapId": map_id, "name": "Once", "lat": 1, "lng": 2}}))  # fmt: skip

@@ -36,7 +36,7 @@ from ..contract.docs_page import api_document
 from ..contract.jsonprovider import encode
 from .arguments import Request
 from .exchange import Exchange, Runners, answer, request_in
-from .remote import Caller
+from .caller import Caller
 from .server import Answer, ToolBox, build_server, listing
 from .sizes import loads
 from .tools import build_tools
