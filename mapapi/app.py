@@ -17,6 +17,7 @@ from .http.pipeline import Pipeline
 from .http.routing import IdConverter
 from .mcp.front import Front
 from .mcp.remote import bp as mcp_bp
+from .oauth import views as oauth
 from .services import journal
 from .storage.upgrade import register_migrations
 from .view.page import bp as view_bp
@@ -46,6 +47,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(reference_bp)
     app.register_blueprint(view_bp)
     app.register_blueprint(mcp_bp)
+    oauth.init_app(app)
     register_error_handlers(app)
     register_commands(app)
     return app

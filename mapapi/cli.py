@@ -29,7 +29,7 @@ class SettingRefused(click.ClickException):
 
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
 #: whole group (writing migrations too), with ``db backup`` added.
-FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "events")
+FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "grants", "events")
 
 
 def register_commands(app) -> None:

@@ -32,6 +32,8 @@ MCP_HEADERS = {
     "MCP-Protocol-Version": VERSION,
 }
 BAD_KEY = "mk_live_" + "x" * 43
+#: A 401 of /mcp names where its OAuth starts (the test client calls from loopback).
+CHALLENGE = 'Bearer realm="mapapi", resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp"'
 
 
 def message(method: str, params=None, id_=1) -> dict:
@@ -178,12 +180,12 @@ def test_a_tool_call_with_a_bad_key_is_the_apis_401_counted_once(client, map_id)
     for sent in (call("get_map", mapId=map_id), call("get_map"), call("no_such_tool"), message("tools/list")):
         answer = post(client, sent, BAD_KEY)
         assert_refused(answer, 401, "INVALID_API_KEY")
-        assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mapapi", error="invalid_token"'
+        assert answer.headers["WWW-Authenticate"] == f'{CHALLENGE}, error="invalid_token"'
         remaining.append(int(answer.headers["X-RateLimit-Remaining"]))
     assert remaining == [remaining[0] - n for n in range(4)]
     missing = post(client, call("get_map", mapId=map_id))
     assert_refused(missing, 401, "MISSING_API_KEY")
-    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="mapapi"'
+    assert missing.headers["WWW-Authenticate"] == CHALLENGE
     bad_query = post(client, call("get_map", mapId=map_id), BAD_KEY, "/mcp?readOnly=maybe")
     assert_refused(bad_query, 401, "INVALID_API_KEY")
 

@@ -33,7 +33,7 @@ import threading
 from flask import Blueprint, Flask, current_app, g, jsonify, request
 
 from ..http import auth, cors, ratelimit
-from ..http.errors import validation_error
+from ..http.errors import APIError, validation_error
 from .caller import Caller, KeyCheck, kept_environ
 
 MCP_PATH = "/mcp"
@@ -66,6 +66,14 @@ def serve_mcp():
         return answered
     if "Origin" in current.headers and cors.allowed_origin() is None:
         return jsonify(FOREIGN_ORIGIN), 403
+    read_only = _read_only(current.args.getlist("readOnly"))
+    if read_only is None or _too_large(current):
+        # The key, then the buckets, then the query and the body's size.
+        require_key()
+        ratelimit.count_in_general_bucket()
+        if read_only is None:
+            raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
+        raise APIError(413, "PAYLOAD_TOO_LARGE", "The request body is larger than 2 MiB.")
     served = bridge(current_app._get_current_object())
     body = current.get_data()
     exchange = served.exchange(current.headers, body)
@@ -74,11 +82,9 @@ def serve_mcp():
     key_check = KeyCheck() if exchange is not None and exchange.method == "tools/call" else None
     if key_check is None:
         require_key()
-    read_only = READ_ONLY_VALUES.get(current.args.get("readOnly", "false"))
-    if read_only is None:
-        if key_check is not None:
-            require_key()
-        raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
+        # A read-only grant lists the tools that read; calling one that
+        # writes is the API's INSUFFICIENT_SCOPE, as for a READ_ONLY key.
+        read_only = read_only or not g.get("grant_writes", True)
     environ = current.environ
     caller = Caller(
         authorization=current.headers.get("Authorization"),
@@ -94,6 +100,18 @@ def serve_mcp():
         if not key_check.passed:
             require_key()
     return answer
+
+
+def _read_only(values: list[str]) -> bool | None:
+    """``readOnly`` from the query: left out, or given once as true or false; None otherwise."""
+    if not values:
+        return False
+    return READ_ONLY_VALUES.get(values[0]) if len(values) == 1 else None
+
+
+def _too_large(current) -> bool:
+    length = current.content_length
+    return length is not None and length > current_app.config["MAX_CONTENT_LENGTH"]
 
 
 def require_key() -> None:
