@@ -189,14 +189,13 @@ def _check_access_token(token_hash: str, *, writes: bool, good_here: bool) -> No
         return
     g.account = Caller(access.account_pk, access.account_id, None)
     g.grant_writes = access.writes
-    try:
-        db.session.connection(execution_options={"write_lock": IF_FREE})
-        if oauth_grants.record_use(access, now):
+    if oauth_grants.use_is_stale(access, now):
+        try:  # as a key's lastUsedAt: never waits for another writer
+            db.session.connection(execution_options={"write_lock": IF_FREE})
+            oauth_grants.record_use(access, now)
             db.session.commit()
-        else:
+        except WriterBusy:
             db.session.rollback()
-    except WriterBusy:
-        db.session.rollback()
     if not has_pro(access.plan, access.plan_until, now):
         g.auth_error = APIError(403, "PRO_SUBSCRIPTION_REQUIRED", "The API needs an active Pro plan.")
     elif writes and not access.writes:

@@ -32,14 +32,15 @@ class DocumentRefused(ValueError):
 
 
 def is_document_id(client_id: str) -> bool:
-    return client_id.startswith("https://")
+    """Whether ``client_id`` is a URL (only an https one can be used)."""
+    return client_id.startswith(("https://", "http://"))
 
 
 def client_from_document(client_id: str) -> OAuthClient:
     """The client the document at ``client_id`` describes, fetched now and stored."""
     parts = urlsplit(client_id)
     if parts.scheme != "https" or not parts.hostname or parts.fragment or parts.path in ("", "/"):
-        raise DocumentRefused("The client_id URL must be https, with a path and no fragment.")
+        raise DocumentRefused("A client_id URL must be an https URL, with a path and no fragment.")
     allow_private = current_app.config["WEBHOOKS_ALLOW_PRIVATE"]
     tls = current_app.extensions.get("mapapi.oauth.tls", _tls)
     try:

@@ -9,6 +9,7 @@ from sqlalchemy.orm import joinedload
 
 from ..extensions import db
 from ..http.errors import not_found
+from ..storage.driver import DriverQuery
 from ..storage.models import Account, could_be_id
 from ..timeutil import utcnow
 from .storage import WRITE, OAuthCode, OAuthGrant, OAuthToken
@@ -31,7 +32,9 @@ class Access(NamedTuple):
 
 
 _tokens, _grants, _accounts = OAuthToken.__table__, OAuthGrant.__table__, Account.__table__
-_ACCESS = (
+# Built once, in Core, and run on the driver (storage.driver), as an API
+# key's lookup is: every /mcp request with a token runs it.
+_ACCESS = DriverQuery(
     select(
         _grants.c.pk.label("grant_pk"),
         _accounts.c.pk.label("account_pk"),
@@ -45,13 +48,13 @@ _ACCESS = (
     )
     .join_from(_tokens, _grants, _tokens.c.grant_pk == _grants.c.pk)
     .join(_accounts, _accounts.c.id == _grants.c.account_id)
-    .where(_tokens.c.token_hash == bindparam("token_hash"), _tokens.c.kind == "access")
+    .where(_tokens.c.token_hash == bindparam("token_hash"), _tokens.c.kind == bindparam("kind"))
 )
 
 
 def access_of(token_hash: str) -> Access | None:
     """The grant an access token (by its hash) acts for, if the token exists."""
-    row = db.session.execute(_ACCESS, {"token_hash": token_hash}).one_or_none()
+    row = _ACCESS.one_or_none(db.engine, {"token_hash": token_hash, "kind": "access"})
     if row is None:
         return None
     return Access(
@@ -60,12 +63,13 @@ def access_of(token_hash: str) -> Access | None:
     )  # fmt: skip
 
 
-def record_use(access: Access, now: datetime) -> bool:
-    """``lastUsedAt`` at most once a minute; True when there is something to commit."""
-    if access.last_used_at is not None and now - access.last_used_at < LAST_USED_RESOLUTION:
-        return False
+def use_is_stale(access: Access, now: datetime) -> bool:
+    """Whether the grant's ``lastUsedAt`` is due again (it is written at most once a minute)."""
+    return access.last_used_at is None or now - access.last_used_at >= LAST_USED_RESOLUTION
+
+
+def record_use(access: Access, now: datetime) -> None:
     db.session.execute(update(OAuthGrant).where(OAuthGrant.pk == access.grant_pk).values(last_used_at=now))
-    return True
 
 
 def revoke(grant: OAuthGrant, now: datetime) -> None:

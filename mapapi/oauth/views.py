@@ -58,34 +58,42 @@ def _base() -> str:
     return base
 
 
+@bp.before_request
+def _preflight():
+    """A browser's preflight to an endpoint open to any origin: 204, no credentials."""
+    if request.method == "OPTIONS":
+        _base()
+        answer = current_app.response_class(status=204)
+        del answer.headers["Content-Type"]
+        methods = sorted(request.url_rule.methods - {"OPTIONS", "HEAD"})
+        answer.headers["Access-Control-Allow-Methods"] = ", ".join(methods)
+        answer.headers["Access-Control-Allow-Headers"] = CORS_ALLOW_HEADERS
+        answer.headers["Access-Control-Max-Age"] = "7200"
+        return answer
+    return None
+
+
 @bp.after_request
 def _open_to_browsers(response):
     """CORS from any origin for the metadata, registration and the token endpoint."""
     if request.endpoint in OPEN_TO_ANY_ORIGIN and "Origin" in request.headers:
         response.headers["Access-Control-Allow-Origin"] = "*"
-        if request.method == "OPTIONS":
-            response.status_code = 204
-            response.set_data(b"")
-            del response.headers["Content-Type"]
-            response.headers["Access-Control-Allow-Methods"] = response.headers.get("Allow", "GET, POST")
-            response.headers["Access-Control-Allow-Headers"] = CORS_ALLOW_HEADERS
-            response.headers["Access-Control-Max-Age"] = "7200"
     return response
 
 
-@bp.get(discovery.PROTECTED_RESOURCE_PATH, endpoint="protected_resource")
+@bp.route(discovery.PROTECTED_RESOURCE_PATH, methods=["GET", "OPTIONS"], endpoint="protected_resource")
 def protected_resource():
     """The protected resource metadata of ``/mcp`` (RFC 9728)."""
     return jsonify(discovery.protected_resource(_base()))
 
 
-@bp.get(discovery.AUTHORIZATION_SERVER_PATH, endpoint="authorization_server")
+@bp.route(discovery.AUTHORIZATION_SERVER_PATH, methods=["GET", "OPTIONS"], endpoint="authorization_server")
 def authorization_server():
     """The authorization server's metadata (RFC 8414)."""
     return jsonify(discovery.authorization_server(_base()))
 
 
-@bp.post("/oauth/register", endpoint="register")
+@bp.route("/oauth/register", methods=["POST", "OPTIONS"], endpoint="register")
 def register():
     """Register a public client (RFC 7591)."""
     _base()
@@ -120,7 +128,7 @@ def _oauth_error(status: int, error: str, description: str):
     return answer
 
 
-@bp.post("/oauth/token", endpoint="token")
+@bp.route("/oauth/token", methods=["POST", "OPTIONS"], endpoint="token")
 def token():
     """Exchange a code (with its PKCE verifier) or a refresh token for tokens."""
     _base()
