@@ -24,7 +24,7 @@ from .commands.refusals import SettingRefused
 
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
 #: whole group (writing migrations too), with ``db backup`` added.
-FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "events")
+FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "grants", "events")
 
 
 def register_commands(app) -> None:

@@ -396,10 +396,11 @@ def test_mcp_over_http_is_stateless_json_and_answers_only_post(service):
 def test_mcp_without_a_good_key_is_401_as_the_api(service):
     missing = post_mcp(service)
     assert missing.status_code == 401 and missing.json()["error"]["code"] == "MISSING_API_KEY"
-    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="mapapi"'
+    metadata = f'resource_metadata="{service.base}/.well-known/oauth-protected-resource/mcp"'
+    assert missing.headers["WWW-Authenticate"] == f'Bearer realm="mapapi", {metadata}'
     wrong = post_mcp(service, "mk_live_" + "x" * 40)
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "INVALID_API_KEY"
-    assert wrong.headers["WWW-Authenticate"] == 'Bearer realm="mapapi", error="invalid_token"'
+    assert wrong.headers["WWW-Authenticate"] == f'Bearer realm="mapapi", {metadata}, error="invalid_token"'
     assert "X-RateLimit-Remaining" in wrong.headers  # the client address's bucket counted it
 
     async def session():

@@ -9,6 +9,7 @@ from mapapi.http.auth import API_PREFIX
 
 #: docs/api.md, every operation.
 CONTRACT_OPERATIONS = {
+    ("GET", "/grants"), ("DELETE", "/grants/{grantId}"),
     ("GET", "/maps"), ("POST", "/maps"),
     ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),
     ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),

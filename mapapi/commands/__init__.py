@@ -38,6 +38,10 @@ COMMANDS = {
         "Create and list accounts, and change their plans.",
     ),
     "keys": Listed("mapapi.commands.keys:keys_group", "Create, list and revoke API keys."),
+    "grants": Listed(
+        "mapapi.commands.grants:grants_group",
+        "List and revoke the assistants and apps connected with OAuth.",
+    ),
     "db": Listed(
         "mapapi.commands.database:db_group",
         "Apply schema migrations; back up the embedded SQLite database.",

@@ -15,7 +15,7 @@ POST that answers 201 only creates. The import, which creates or (with
 ``upsert=true``) overwrites, is two tools: ``import_geojson`` and
 ``upsert_geojson``.
 
-Operations on API keys and webhooks get no tool: an agent never manages
+Operations on API keys, webhooks and OAuth grants get no tool: an agent never manages
 credentials or where the account's events are sent.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from .arguments import LIST_PAGE_SIZE, strict_validator
 
 #: Paths under which no tool is made.
-EXCLUDED_PREFIXES = ("/keys", "/webhooks")
+EXCLUDED_PREFIXES = ("/keys", "/webhooks", "/grants")
 
 #: The contract's names where the view's name says it less plainly.
 RENAMED = {
