@@ -311,7 +311,7 @@ def _upsert_features(map_, items: dict[int, UpsertItem], errors: dict[int, dict]
 @bp.get("/maps/<map_id>/locations/clusters")
 @operation(query=ClusterQuerySchema, response=ClustersSchema)
 def list_location_clusters(map_id):
-    """Get a viewport's locations, grouped by 64-pixel cells where they are dense.
+    """Get a viewport's locations, grouped in 64-pixel cells where dense.
 
     For drawing a map of any size: `bbox` and `zoom` are required, and every
     filter of the list applies. A cell holding two or more matching

@@ -22,8 +22,8 @@ class ClusterQuerySchema(LocationFilterSchema):
         metadata={
             "type": "string",
             "description": (
-                "The viewport: west,south,east,north in degrees; edges included; west > east "
-                "crosses the antimeridian. At most 2,000 cells of 64 pixels at `zoom`."
+                "west,south,east,north; west > east crosses the antimeridian; "
+                "at most 2,000 cells of 64 pixels at zoom."
             ),
             "example": "-10.5,35.2,30.1,60.3",
         },
