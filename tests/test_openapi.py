@@ -16,6 +16,7 @@ CONTRACT_OPERATIONS = {
     ("POST", "/maps/{mapId}/locations/bulk"),
     ("GET", "/maps/{mapId}/locations.geojson"), ("POST", "/maps/{mapId}/locations/import"),
     ("POST", "/maps/{mapId}/locations/upsert"), ("POST", "/maps/{mapId}/locations/bulk-delete"),
+    ("GET", "/maps/{mapId}/locations/clusters"),
     ("GET", "/maps/{mapId}/locations/{locId}"), ("PUT", "/maps/{mapId}/locations/{locId}"),
     ("DELETE", "/maps/{mapId}/locations/{locId}"),
     ("PUT", "/maps/{mapId}/locations/{locId}/layers"),

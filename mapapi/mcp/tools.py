@@ -32,6 +32,7 @@ EXCLUDED_PREFIXES = ("/keys", "/webhooks", "/grants")
 RENAMED = {
     "bulk_create_locations": "create_locations",
     "replace_location_layers": "set_location_layers",
+    "list_location_clusters": "cluster_locations",
 }
 
 #: Operations that are two tools: the variant's name and summary, and the
@@ -67,6 +68,14 @@ EXPORT_ARGUMENTS = {
 }
 #: What the export tool answers beyond the FeatureCollection's own members.
 EXPORT_RESULT_FIELDS = ("total", "next")
+
+#: Tools whose filters are list_locations', described there once.
+FILTERS_OF_THE_LIST = (EXPORT_TOOL, "cluster_locations")
+#: The parameters of those tools that are their own, and keep their descriptions.
+OWN_PARAMETERS = ("bbox",)
+#: Query parameters a tool leaves out, to stay small: an agent filters
+#: with list_locations; the clusters are for drawing.
+HIDDEN = {"cluster_locations": ("q", "categoryId", "tagId", "updatedSince", "externalId")}
 
 #: Schema keywords a tool's advertised schema leaves out, and those it
 #: leaves out inside the items of an array.
@@ -309,8 +318,10 @@ def build_tool(
     given, required = {}, []
     for parameter in parameters:
         schema = dict(parameter.get("schema", {}))
-        # The export's filters are list_locations', described there once.
-        if parameter.get("description") and name != EXPORT_TOOL:
+        if parameter.get("description") and (
+            name not in FILTERS_OF_THE_LIST
+            or (name != EXPORT_TOOL and parameter["name"] in OWN_PARAMETERS)
+        ):
             schema.setdefault("description", parameter["description"])
         given[parameter["name"]] = page_parameter(parameter["name"], schema)
         if parameter.get("required"):
@@ -380,6 +391,7 @@ def build_tools(document: dict) -> dict[str, Tool]:
             )  # fmt: skip
         else:
             tools[name] = build_tool(
-                name, operation, document, status=statuses[0], summary=operation.summary
-            )
+                name, operation, document, status=statuses[0], summary=operation.summary,
+                hidden=HIDDEN.get(name, ()),
+            )  # fmt: skip
     return tools
