@@ -85,7 +85,6 @@ UNSHOWN_IN_ITEMS = frozenset({"description", "additionalProperties"})
 #: When to reach for a tool, where its summary does not say it.
 GUIDANCE = {
     "list_maps": "Start here to find a map's id.",
-    "list_locations": "Filter rather than read every page.",
     "create_location": "For several places use create_locations.",
     "create_locations": "Each item as create_location takes it, layerIds included.",
     "upsert_locations": (
@@ -105,7 +104,7 @@ GUIDANCE = {
         "Points are [lng, lat]. Each Feature needs an externalId; one the map has "
         "updates that location (keys left out keep their value), others create."
     ),
-    "get_rate_limits": "Call it before a long job: it uses up no request.",
+    "get_rate_limits": "Call before a long job; it uses up no request.",
     "list_events": (
         "Pass `next` back as `after` to read on; after=latest gives a cursor from now on."
     ),
