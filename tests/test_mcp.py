@@ -159,7 +159,7 @@ def test_an_agent_session_end_to_end(service, tmp_path, transport):
     async def session():
         async with agent_session(transport, tmp_path, service.base, key) as agent:
             tools = (await agent.session.list_tools()).tools
-            assert len(tools) == 34 and not any("key" in t.name or "webhook" in t.name for t in tools)
+            assert len(tools) == 35 and not any("key" in t.name or "webhook" in t.name for t in tools)
             made = await agent.data("create_map", title="Cafés in Lisbon")
             assert made == http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
             map_id = made["id"]
@@ -197,6 +197,12 @@ def test_an_agent_session_end_to_end(service, tmp_path, transport):
             assert [p["name"] for p in by_text["locations"]] == ["Café 4"] + [f"Café {n}" for n in range(40, 50)]
             tagged = await agent.data("list_locations", mapId=map_id, tagId=[tag["id"]])
             assert [p["id"] for p in tagged["locations"]] == ids[:3]
+            # The viewport's clusters, as the API answers them, a layer hidden in one call.
+            view = {"bbox": "-9.2,38.6,-9.0,38.8", "zoom": 12, "layerId": ["none"]}
+            grouped = await agent.data("cluster_locations", mapId=map_id, **view)
+            assert grouped == http(service, key, "GET", f"/maps/{map_id}/locations/clusters",
+                                   params=view).json()["data"]  # fmt: skip
+            assert grouped["total"] == 49
             # A page of GeoJSON, and the rest by its cursor.
             exported = await agent.call("export_geojson", mapId=map_id, limit=30)
             first = exported.structured_content
@@ -383,7 +389,7 @@ def test_mcp_over_http_is_stateless_json_and_answers_only_post(service):
     assert "Mcp-Session-Id" not in answer.headers
     assert answer.json()["result"]["serverInfo"]["name"] == "mapapi"
     listed = post_mcp(service, service.write_key, message={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-    assert len(listed.json()["result"]["tools"]) == 34
+    assert len(listed.json()["result"]["tools"]) == 35
     assert len(listed.text) <= 24_000
     for method in ("GET", "DELETE"):
         refused = requests.request(method, service.base + "/mcp", headers=MCP_HEADERS, timeout=10)
@@ -396,10 +402,11 @@ def test_mcp_over_http_is_stateless_json_and_answers_only_post(service):
 def test_mcp_without_a_good_key_is_401_as_the_api(service):
     missing = post_mcp(service)
     assert missing.status_code == 401 and missing.json()["error"]["code"] == "MISSING_API_KEY"
-    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="mapapi"'
+    metadata = f'resource_metadata="{service.base}/.well-known/oauth-protected-resource/mcp"'
+    assert missing.headers["WWW-Authenticate"] == f'Bearer realm="mapapi", {metadata}'
     wrong = post_mcp(service, "mk_live_" + "x" * 40)
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "INVALID_API_KEY"
-    assert wrong.headers["WWW-Authenticate"] == 'Bearer realm="mapapi", error="invalid_token"'
+    assert wrong.headers["WWW-Authenticate"] == f'Bearer realm="mapapi", {metadata}, error="invalid_token"'
     assert "X-RateLimit-Remaining" in wrong.headers  # the client address's bucket counted it
 
     async def session():
@@ -459,7 +466,7 @@ def test_a_service_that_is_down_lists_the_tools_and_each_call_says_so(tmp_path):
 
     async def session():
         async with stdio_agent(tmp_path, url, secret) as agent:
-            assert len((await agent.session.list_tools()).tools) == 34
+            assert len((await agent.session.list_tools()).tools) == 35
             text = await agent.error("list_maps")
             assert f"mapapi service at {url} did not answer" in text and secret not in text
             return agent.errlog
@@ -488,8 +495,8 @@ def test_it_starts_and_lists_every_tool(service, tmp_path):
             return [tool.name for tool in (await agent.session.list_tools()).tools]
 
     names = run(session)
-    assert len(names) == len(set(names)) == 34
-    assert {"list_maps", "create_locations", "export_geojson", "upsert_geojson", "get_rate_limits"} <= set(names)
+    assert len(names) == len(set(names)) == 35
+    assert {"list_maps", "create_locations", "export_geojson", "upsert_geojson", "get_rate_limits", "cluster_locations"} <= set(names)
 
 
 def test_without_a_key_it_refuses_to_start(tmp_path):

@@ -13,7 +13,7 @@ bp = Blueprint("limits", __name__)
 @bp.get("/rate-limits")
 @operation(response=RateLimitsSchema)
 def get_rate_limits():
-    """Read the account's rate limits: each bucket's limit, remaining, reset and window.
+    """Read each rate-limit bucket's limit, remaining, reset and window.
 
     Uses up none of them, so it answers even when the general bucket is
     empty: read it before a long job to know what it will wait for.

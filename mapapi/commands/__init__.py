@@ -38,6 +38,10 @@ COMMANDS = {
         "Create and list accounts, and change their plans.",
     ),
     "keys": Listed("mapapi.commands.keys:keys_group", "Create, list and revoke API keys."),
+    "grants": Listed(
+        "mapapi.commands.grants:grants_group",
+        "List and revoke the assistants and apps connected with OAuth.",
+    ),
     "db": Listed(
         "mapapi.commands.database:db_group",
         "Apply schema migrations; back up the embedded SQLite database.",
@@ -65,7 +69,7 @@ COMMANDS = {
 
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
 #: whole group (writing migrations too), with ``db backup`` added.
-FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "events")
+FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "grants", "events")
 
 
 def register_commands(app) -> None:

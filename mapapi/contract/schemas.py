@@ -358,6 +358,18 @@ class CreatedKeySchema(KeySchema):
     key = fields.String(attribute="secret")
 
 
+class GrantSchema(OutputSchema):
+    """An assistant or app the account connected with OAuth."""
+
+    client_name = fields.String(data_key="clientName", attribute="client.name")
+    client_id = fields.String(data_key="clientId", attribute="client.client_id")
+    redirect_host = fields.Function(
+        lambda grant: grant.redirect_host, data_key="redirectHost", metadata={"type": "string"}
+    )
+    scope = fields.String(metadata={"enum": ["mapapi:read", "mapapi:read mapapi:write"]})
+    last_used_at = Timestamp(data_key="lastUsedAt", allow_none=True)
+
+
 class DeletedSchema(Schema):
     id = fields.String(required=True)
     deleted = fields.Boolean(required=True, metadata={"const": True})
