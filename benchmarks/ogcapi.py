@@ -193,10 +193,9 @@ def start_peer(processes, backend: str, database_url: str, export: Path, workdir
     else:
         url = urlsplit(database_url.replace("postgresql+psycopg", "postgresql"))
         dbname = url.path.lstrip("/")
-        connection = (
-            f"PG:host={url.hostname} port={url.port or 5432} dbname={dbname} "
-            f"user={url.username} password={url.password or ''}"
-        )
+        connection = f"PG:host={url.hostname} port={url.port or 5432} dbname={dbname} user={url.username}"
+        if url.password:
+            connection += f" password={url.password}"
         subprocess.run(
             ["psql", "-h", url.hostname, "-p", str(url.port or 5432), "-U", url.username, "-d", dbname,
              "-qc", "CREATE EXTENSION IF NOT EXISTS postgis"],
@@ -233,14 +232,16 @@ def start_peer(processes, backend: str, database_url: str, export: Path, workdir
 
 
 def ogr2ogr(*arguments: str) -> None:
-    subprocess.run(["ogr2ogr", *arguments], check=True, capture_output=True)
+    result = subprocess.run(["ogr2ogr", *arguments], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"ogr2ogr failed: {result.stderr[-2000:]}")
 
 
 def compare(backend: str, mapapi: str, peer: str, map_id: str, headers: dict, options) -> list[dict]:
     items = f"{mapapi}/ogcapi/collections/{map_id}/items"
     first = requests.get(items, params={"limit": 1}, headers=headers).json()["features"][0]
     lng, lat = first["geometry"]["coordinates"]
-    box = f"{lng - 0.01:.4f},{lat - 0.01:.4f},{lng + 0.01:.4f},{lat + 0.01:.4f}"
+    box = f"{lng - 0.002:.4f},{lat - 0.002:.4f},{lng + 0.002:.4f},{lat + 0.002:.4f}"
     ours = requests.get(items, params={"bbox": box, "limit": 1000}, headers=headers).json()
     theirs = requests.get(
         f"{peer}/collections/points/items", params={"bbox": box, "limit": 1000, "f": "json"}
