@@ -19,7 +19,7 @@ memory with pages of 200, 26 MB with pages of 500 (measured with
 
 from collections.abc import Iterator
 
-from sqlalchemy import Text, cast, exists, func, literal_column, select
+from sqlalchemy import Text, cast, func, literal_column, select
 
 from ..extensions import db
 from ..storage.models import Layer, Location, LocationTag, location_layers
@@ -122,15 +122,6 @@ def feature_rows(map_id: str, chosen: Selection, limit: int, after=None) -> list
     keys = keys.subquery()
     page = select(_c.pk, keys.c.sort_key, FEATURE).join_from(keys, _locations, _c.pk == keys.c.key_pk)
     return chosen.in_order(db.session.connection().execute(page).all())
-
-
-def has_more(map_id: str, chosen: Selection, after) -> bool:
-    """Whether ``chosen`` selects a location of map ``map_id`` after ``after``
-    (``(sort_key, pk)``), in its order."""
-    found = select(_c.pk).where(
-        chosen.in_map(map_id), *chosen.where, chosen.after(*after)
-    )
-    return db.session.connection().execute(select(exists(found))).scalar_one()
 
 
 def count_features(map_id: str, chosen: Selection) -> int:
