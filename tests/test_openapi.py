@@ -9,12 +9,14 @@ from mapapi.http.auth import API_PREFIX
 
 #: docs/api.md, every operation.
 CONTRACT_OPERATIONS = {
+    ("GET", "/grants"), ("DELETE", "/grants/{grantId}"),
     ("GET", "/maps"), ("POST", "/maps"),
     ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),
     ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),
     ("POST", "/maps/{mapId}/locations/bulk"),
     ("GET", "/maps/{mapId}/locations.geojson"), ("POST", "/maps/{mapId}/locations/import"),
     ("POST", "/maps/{mapId}/locations/upsert"), ("POST", "/maps/{mapId}/locations/bulk-delete"),
+    ("GET", "/maps/{mapId}/locations/clusters"),
     ("GET", "/maps/{mapId}/locations/{locId}"), ("PUT", "/maps/{mapId}/locations/{locId}"),
     ("DELETE", "/maps/{mapId}/locations/{locId}"),
     ("PUT", "/maps/{mapId}/locations/{locId}/layers"),
@@ -29,6 +31,7 @@ CONTRACT_OPERATIONS = {
     ("DELETE", "/maps/{mapId}/layers/{layerId}"),
     ("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/{keyId}"),
     ("GET", "/events"),
+    ("GET", "/rate-limits"),
     ("GET", "/webhooks"), ("POST", "/webhooks"),
     ("GET", "/webhooks/{webhookId}"), ("PUT", "/webhooks/{webhookId}"),
     ("DELETE", "/webhooks/{webhookId}"),

@@ -17,6 +17,9 @@ from flask import g, request
 from sqlalchemy import bindparam, or_, select, update
 
 from ..extensions import db
+from ..oauth import grants as oauth_grants
+from ..oauth.discovery import resource_metadata_url
+from ..oauth.server import ACCESS_PREFIX
 from ..services.ownership import remember_map, with_map
 from ..storage.database import IF_FREE, WRITE_METHODS, WriterBusy
 from ..storage.driver import DriverQuery
@@ -26,6 +29,10 @@ from .errors import APIError
 from .refused_keys import refused_keys
 
 API_PREFIX = "/api/v1"
+MCP_PATH = "/mcp"
+#: The WSGI environ's entry set on a tool call's API request, made in-process
+#: for ``/mcp``: where an OAuth access token is good (a client cannot set it).
+VIA_MCP = "mapapi.via_mcp"
 #: The one path under the API that needs no key: its description.
 OPENAPI_PATH = API_PREFIX + "/openapi.json"
 SECRET_PREFIX = "mk_live_"  # noqa: S105 - the public prefix of every secret, not one
@@ -140,7 +147,13 @@ def identify() -> None:
 def check_key(current, *, writes: bool) -> None:
     """Resolve the key of the request ``current`` into ``g.account``, or note
     in ``g.auth_error`` why it is refused (401, then plan, then scope:
-    ``writes`` says whether the request writes, which a READ_ONLY key may not)."""
+    ``writes`` says whether the request writes, which a READ_ONLY key may not).
+
+    On ``/mcp`` (and a tool call's API request) an OAuth access token is
+    taken as a key of its grant's account with the grant's scope; anywhere
+    else it is an unknown key.
+    """
+    g.via_mcp = via_mcp = current.path == MCP_PATH or VIA_MCP in current.environ
     header = current.headers.get("Authorization", "").strip()
     if not header:
         g.auth_error = _unauthorized("MISSING_API_KEY", f"An API key is required: send it as {SEND_A_KEY}.")
@@ -153,6 +166,9 @@ def check_key(current, *, writes: bool) -> None:
         g.auth_error = _refused_key("INVALID_API_KEY")
         return
     secret_hash = hash_secret(token)
+    if token.startswith(ACCESS_PREFIX):
+        _check_access_token(secret_hash, writes=writes, good_here=via_mcp)
+        return
     refused = refused_keys()
     code = refused.code(secret_hash)
     if code is not None:
@@ -181,6 +197,45 @@ def check_key(current, *, writes: bool) -> None:
         )
     elif key.scope == "READ_ONLY" and writes:
         g.auth_error = APIError(403, "INSUFFICIENT_SCOPE", "This API key is read-only.")
+
+
+def _check_access_token(token_hash: str, *, writes: bool, good_here: bool) -> None:
+    """``check_key`` for an OAuth access token (good on ``/mcp`` only)."""
+    access = oauth_grants.access_of(token_hash) if good_here else None
+    now = utcnow()
+    if access is None or access.revoked_at is not None or access.expires_at <= now:
+        g.auth_error = _refused_key("INVALID_API_KEY")
+        return
+    g.account = Caller(access.account_pk, access.account_id, None)
+    g.grant_writes = access.writes
+    if oauth_grants.use_is_stale(access, now):
+        try:  # as a key's lastUsedAt: never waits for another writer
+            db.session.connection(execution_options={"write_lock": IF_FREE})
+            oauth_grants.record_use(access, now)
+            db.session.commit()
+        except WriterBusy:
+            db.session.rollback()
+    if not has_pro(access.plan, access.plan_until, now):
+        g.auth_error = APIError(403, "PRO_SUBSCRIPTION_REQUIRED", "The API needs an active Pro plan.")
+    elif writes and not access.writes:
+        g.auth_error = APIError(403, "INSUFFICIENT_SCOPE", "This access token may only read.")
+
+
+def key_holder(secret: str) -> tuple[Caller, str]:
+    """The account and scope of the API key ``secret``, checked as the API
+    checks a key (unknown or revoked, expired, plan); raises the refusal."""
+    secret = secret.strip()
+    key = None
+    if secret.startswith(SECRET_PREFIX):
+        key = _KEY_BY_HASH.one_or_none(db.engine, {"secret_hash": hash_secret(secret), "map_id": None})
+    now = utcnow()
+    if key is None or key.revoked_at is not None:
+        raise _refused_key("INVALID_API_KEY")
+    if has_expired(key.expires_at, now):
+        raise _refused_key("API_KEY_EXPIRED")
+    if not has_pro(key.plan, key.plan_until, now):
+        raise APIError(403, "PRO_SUBSCRIPTION_REQUIRED", "The API needs an active Pro plan.")
+    return Caller(key.account_pk, key.account_id, key.expires_at), key.scope
 
 
 def refusal() -> APIError | None:
@@ -216,7 +271,13 @@ def _refused_key(code: str) -> APIError:
 
 
 def _unauthorized(code: str, message: str) -> APIError:
-    challenge = CHALLENGE if code == "MISSING_API_KEY" else f'{CHALLENGE}, error="invalid_token"'
+    challenge = CHALLENGE
+    if g.get("via_mcp"):
+        metadata = resource_metadata_url()
+        if metadata is not None:
+            challenge += f', resource_metadata="{metadata}"'
+    if code != "MISSING_API_KEY":
+        challenge += ', error="invalid_token"'
     if is_ogc_path(request.path):  # GIS tools send keys by Basic authentication too
         challenge += ', Basic realm="mapapi"'
     return APIError(401, code, message, headers={"WWW-Authenticate": challenge})

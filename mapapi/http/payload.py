@@ -7,6 +7,7 @@ from marshmallow import Schema, ValidationError
 
 from ..contract.loading import Loader
 from ..contract.openapi import current_operation
+from .auth import MCP_PATH
 from .errors import APIError, stringify_keys, validation_error
 
 #: Fields of a created resource that hold a secret shown once (a key's
@@ -98,9 +99,10 @@ def without_shown_once(response) -> bytes:
 def check_body_size() -> None:
     """Refuse a declared body over the limit before any id or field is looked at.
 
-    An unknown route or method answers 404/405 first, as the contract orders.
+    An unknown route or method answers 404/405 first, as the contract orders;
+    ``/mcp`` checks the size itself, after the key and the buckets.
     """
-    if request.routing_exception is not None:
+    if request.routing_exception is not None or request.path == MCP_PATH:
         return
     limit = current_app.config["MAX_CONTENT_LENGTH"]
     if request.content_length is not None and request.content_length > limit:
