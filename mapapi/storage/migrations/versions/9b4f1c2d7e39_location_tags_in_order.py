@@ -5,7 +5,7 @@ A location's tags in the order the client gave, read from the index alone
 Created without a batch, so SQLite does not copy the table.
 
 Revision ID: 9b4f1c2d7e39
-Revises: c0b2e2a0530f
+Revises: 9d4c2b7e1f30
 Create Date: 2026-12-07 21:50:00.000000
 
 """
@@ -13,7 +13,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '9b4f1c2d7e39'
-down_revision = 'c0b2e2a0530f'
+down_revision = '9d4c2b7e1f30'
 branch_labels = None
 depends_on = None
 
