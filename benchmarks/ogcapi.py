@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--locations", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--clients", type=int, default=1)
+    parser.add_argument("--clients", type=int, default=4)
     options = parser.parse_args()
     rows = []
     for backend in options.backends.split(","):
