@@ -18,6 +18,7 @@ from .http.routing import IdConverter
 from .mcp.front import Front
 from .mcp.remote import bp as mcp_bp
 from .oauth import views as oauth
+from .ogcapi import register_ogcapi
 from .services import journal
 from .storage.upgrade import register_migrations
 from .view.page import bp as view_bp
@@ -47,6 +48,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(reference_bp)
     app.register_blueprint(view_bp)
     app.register_blueprint(mcp_bp)
+    register_ogcapi(app)
     oauth.init_app(app)
     register_error_handlers(app)
     register_commands(app)

@@ -19,12 +19,7 @@ import click
 
 from . import __version__
 from .commands import COMMANDS, DESCRIPTION, Listed, load
-
-
-class SettingRefused(click.ClickException):
-    """A setting, option, address or database the command cannot use: exit 2."""
-
-    exit_code = 2
+from .commands.refusals import SettingRefused
 
 
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's

@@ -73,6 +73,8 @@ def test_every_operation_but_keys_and_webhooks_is_a_tool_with_flat_arguments(doc
             expected.discard("upsert")  # upsert_geojson is the import that overwrites
         if name == "export_geojson":
             expected |= {"limit", "cursor"}  # its pages
+        if name == "cluster_locations":  # the filters an agent uses list_locations for
+            expected -= {"q", "categoryId", "tagId", "updatedSince", "externalId"}
         schema = tool.input_schema
         assert set(schema["properties"]) == expected, name
         assert schema["additionalProperties"] is False, name
@@ -196,7 +198,10 @@ MISTAKES = [
     ("create_location", {**PLACE, "mapid": M}, ["mapid: no such argument (did you mean mapId?)"]),
     ("get_map", {"id": M}, ["mapId: required", "id: no such argument"]),
     ("get_location", {"mapId": M}, ["locId: required"]),
-    ("update_map", {"mapId": M, "title": None}, ["title: a string, not null"]),
+    ("update_map", {"mapId": M, "centerLat": math.nan}, ["centerLat: a finite number"]),
+    ("create_map", {"title": "T", "zoom": math.inf}, ["zoom: a finite number"]),
+    ("create_locations", {"mapId": M, "locations": [{**PLACE, "properties": {"x": [1, -math.inf]}}]},
+     ["locations[0].properties.x[1]: a finite number"]),
     ("update_layer", {"mapId": M, "layerId": L, "order": 1.5}, ["order: an integer, not a number"]),
     ("list_locations", {"mapId": M, "pageSize": "20"}, ["pageSize: an integer, not a string"]),
     ("list_locations", {"mapId": M, "page": 2.0}, ["page: an integer, not a number"]),
@@ -244,6 +249,14 @@ FITTING = [
      (f"/api/v1/maps/{M}/locations", [("pageSize", "100"), ("tagId", "a"), ("tagId", "b")], None)),
     ("update_location", {"mapId": M, "locId": L, "categoryId": None},
      (f"/api/v1/maps/{M}/locations/{L}", [], {"categoryId": None})),
+    # A body field that takes no null: null is the field left out.
+    ("create_map", {"title": "T", "description": None}, ("/api/v1/maps", [], {"title": "T"})),
+    ("update_map", {"mapId": M, "title": None, "description": None, "centerLat": None},
+     (f"/api/v1/maps/{M}", [], {"centerLat": None})),
+    ("create_locations", {"mapId": M, "locations": [{**PLACE, "address": None, "properties": {"a": None}}]},
+     (f"/api/v1/maps/{M}/locations/bulk", [], {"locations": [{**PLACE, "properties": {"a": None}}]})),
+    ("export_geojson", {"mapId": M, "cursor": None, "limit": None},
+     (f"/api/v1/maps/{M}/locations.geojson", [], None)),
     # What a read gave, sent back: the read-only fields are accepted and ignored, as the API does.
     ("update_map", {"mapId": M, "id": M, "title": "New", "createdAt": "2026-01-01T00:00:00.000Z"},
      (f"/api/v1/maps/{M}", [], {"title": "New", "id": M, "createdAt": "2026-01-01T00:00:00.000Z"})),

@@ -308,3 +308,22 @@ _BEFORE_EXTERNAL_ID = [
     "INSERT INTO location_tags (location_id, tag_id, position) VALUES (:first, :tag, 0)",
     "INSERT INTO location_layers (location_id, layer_id) VALUES (:first, :layer)",
 ]
+
+
+def test_upgrade_counts_the_cells_of_the_locations_already_there(migration_app):
+    """The revision before location_cells, with locations: the upgrade
+    counts them, and its triggers keep counting the next writes."""
+    with migration_app.app_context():
+        upgrade(revision="7d40a0a7c1e5")
+        with db.engine.begin() as connection:
+            _insert_locations(connection, [("One", "", ""), ("Two", "", "")])
+        upgrade()
+        with db.engine.begin() as connection:
+            count = "SELECT count FROM location_cells WHERE level = 16"
+            assert connection.execute(text(count)).scalars().all() == [2]
+            connection.execute(text("DELETE FROM locations WHERE name = 'One'"))
+            assert connection.execute(text(count)).scalars().all() == [1]
+        downgrade(revision="7d40a0a7c1e5")
+        assert "location_cells" not in inspect(db.engine).get_table_names()
+        with db.engine.begin() as connection:  # no trigger left that writes to it
+            connection.execute(text("DELETE FROM locations"))

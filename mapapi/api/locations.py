@@ -5,6 +5,7 @@ system (upsert, bulk delete)."""
 from flask import Blueprint, current_app, stream_with_context
 from marshmallow import ValidationError
 
+from ..contract.cluster_schemas import ClusterQuerySchema, ClustersSchema
 from ..contract.geojson import (
     GEOJSON,
     FeatureCollectionSchema,
@@ -44,6 +45,7 @@ from ..http.payload import (
     respond,
     respond_dumped,
 )
+from ..services.clusters import viewport_clusters
 from ..services.geojson import export_features
 from ..services.location_filters import selection
 from ..services.location_reads import location_page, read_location
@@ -304,6 +306,20 @@ def _upsert_features(map_, items: dict[int, UpsertItem], errors: dict[int, dict]
         errors.setdefault(index, {}).update(item_errors)
     raise_item_errors(errors, "Some Features are invalid; nothing was written.", "features")
     return respond_dumped(_upserted(plan), status=200)
+
+
+@bp.get("/maps/<map_id>/locations/clusters")
+@operation(query=ClusterQuerySchema, response=ClustersSchema)
+def list_location_clusters(map_id):
+    """Get a viewport's locations, grouped in 64-pixel cells where dense.
+
+    For drawing a map of any size: `bbox` and `zoom` are required, and every
+    filter of the list applies. A cell holding two or more matching
+    locations is a cluster (their count, mean position and box); a cell
+    holding one gives the location itself. Counts are exact.
+    """
+    map_ = read_map(map_id)
+    return respond_dumped(viewport_clusters(map_.id, load_query()))
 
 
 @bp.get("/maps/<map_id>/locations/<location_id>")

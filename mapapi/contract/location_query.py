@@ -14,8 +14,11 @@ from .schemas import BULK_MAX, EXTERNAL_ID_MAX
 
 SORTS = ("createdAt", "-createdAt", "updatedAt", "-updatedAt", "name", "-name")
 TAG_FILTERS_MAX = 10
+LAYER_FILTERS_MAX = 10
+#: The ``layerId`` value that matches the locations on no layer.
+NO_LAYER = "none"
 #: Query parameters that may be given more than once, and keep every value.
-REPEATABLE = ("tagId", "externalId")
+REPEATABLE = ("tagId", "externalId", "layerId")
 
 # A decimal number as a person or a map library writes it: no exponent, no
 # spaces, no "nan" or "inf" (which float() would take).
@@ -111,9 +114,17 @@ class LocationFilterSchema(Schema):
     tag_ids = QueryIds(
         TAG_FILTERS_MAX,
         data_key="tagId",
-        metadata={"description": "Locations carrying every given tag (up to 10 times)."},
+        metadata={"description": "Carrying every given tag (up to 10 times)."},
     )
-    layer_id = QueryId(data_key="layerId", metadata={"description": "Locations on it."})
+    layer_ids = QueryIds(
+        LAYER_FILTERS_MAX,
+        data_key="layerId",
+        metadata={
+            "description": (
+                "On any of the given layers (up to 10 times); `none`: on no layer."
+            )
+        },
+    )
     updated_since = Timestamp(
         data_key="updatedSince", metadata={"description": "updatedAt at or after it."}
     )
@@ -122,7 +133,7 @@ class LocationFilterSchema(Schema):
         max_length=EXTERNAL_ID_MAX,
         max_count=BULK_MAX,
         metadata={
-            "description": "Locations with this externalId (exact); up to 100 times, matching any.",
+            "description": "This externalId (exact); up to 100 times, matching any.",
         },
     )
     sort = Choice(SORTS, load_default="createdAt")

@@ -445,3 +445,23 @@ class EventFeedSchema(Schema):
     events = fields.List(fields.Nested(EventSchema), required=True)
     next = fields.String(required=True, allow_none=True)
     has_more = fields.Boolean(data_key="hasMore", required=True)
+
+
+class BucketSchema(Schema):
+    limit = fields.Integer(required=True)
+    remaining = fields.Integer(required=True)
+    reset = fields.Integer(
+        required=True, metadata={"description": "Unix seconds: when it next regains capacity (now when full)"}
+    )
+    window = fields.String(required=True, metadata={"description": "the setting, e.g. 100 per hour"})
+
+
+class BucketsSchema(Schema):
+    general = fields.Nested(BucketSchema, required=True)
+    map_creation = fields.Nested(BucketSchema, data_key="mapCreation", required=True)
+    bulk = fields.Nested(BucketSchema, required=True)
+    sync = fields.Nested(BucketSchema, required=True)
+
+
+class RateLimitsSchema(Schema):
+    buckets = fields.Nested(BucketsSchema, required=True)

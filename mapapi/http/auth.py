@@ -7,6 +7,7 @@ counts the request against the account (or the client address); ``enforce``
 finally raises the recorded 401 or 403.
 """
 
+import binascii
 import hashlib
 import secrets
 from datetime import datetime, timedelta
@@ -35,6 +36,12 @@ VIA_MCP = "mapapi.via_mcp"
 #: The one path under the API that needs no key: its description.
 OPENAPI_PATH = API_PREFIX + "/openapi.json"
 SECRET_PREFIX = "mk_live_"  # noqa: S105 - the public prefix of every secret, not one
+#: OGC API - Features (contract section 14): keys as GIS tools send them.
+OGC_PREFIX = "/ogcapi"
+#: The paths under it that need no key: landing page, conformance, API definition.
+OGC_PUBLIC_PATHS = frozenset(
+    {OGC_PREFIX, OGC_PREFIX + "/", OGC_PREFIX + "/conformance", OGC_PREFIX + "/api"}
+)
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 #: RFC 6750: what a 401 asks for; ``error="invalid_token"`` when a key was sent but is bad.
 CHALLENGE = 'Bearer realm="mapapi"'
@@ -53,6 +60,8 @@ class Caller(NamedTuple):
     id: str
     #: When the request's key expires (None: never); a key it makes may not outlive it.
     key_expires_at: datetime | None = None
+    #: The key's scope (``READ_ONLY`` or ``READ_WRITE``): what /ogcapi's ``Allow`` lists.
+    scope: str | None = None
 
 
 # Built once, in Core, and run on the driver (storage.driver): every API
@@ -115,14 +124,22 @@ def is_api_request() -> bool:
 
 
 def _is_api_path(path: str) -> bool:
-    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/") or is_ogc_path(path)
+
+
+def is_ogc_path(path: str) -> bool:
+    return path == OGC_PREFIX or path.startswith(OGC_PREFIX + "/")
 
 
 def identify() -> None:
     """Resolve the request's key into ``g`` and note the first failing check."""
     g.account = g.auth_error = None
     current = request._get_current_object()  # one context lookup, not one per use
-    if not _is_api_path(current.path) or current.path == OPENAPI_PATH:
+    if (
+        not _is_api_path(current.path)
+        or current.path == OPENAPI_PATH
+        or current.path in OGC_PUBLIC_PATHS
+    ):
         return
     check_key(current, writes=current.method in WRITE_METHODS)
 
@@ -143,6 +160,8 @@ def check_key(current, *, writes: bool) -> None:
         return
     scheme, _, token = header.partition(" ")
     token = token.strip()
+    if scheme.lower() == "basic" and is_ogc_path(current.path):
+        scheme, token = "bearer", basic_key(token)
     if scheme.lower() != "bearer" or not token:
         g.auth_error = _refused_key("INVALID_API_KEY")
         return
@@ -168,7 +187,7 @@ def check_key(current, *, writes: bool) -> None:
         refused.add(secret_hash, code)  # for good: see http.refused_keys
         g.auth_error = _refused_key(code)
         return
-    g.account = Caller(key.account_pk, key.account_id, key.expires_at)
+    g.account = Caller(key.account_pk, key.account_id, key.expires_at, key.scope)
     if map_id:
         remember_map(map_id, key)
     _record_use(key, now)
@@ -224,6 +243,21 @@ def refusal() -> APIError | None:
     return g.get("auth_error")
 
 
+def basic_key(credentials: str) -> str:
+    """The key in HTTP Basic ``credentials``: GIS tools put it as the user
+    name or as the password, the other half anything or empty. The half that
+    looks like a key wins; else the user name, if any; "" when unreadable."""
+    try:
+        decoded = binascii.a2b_base64(credentials.encode("ascii"), strict_mode=True)
+        user, _, password = decoded.decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeError, ValueError):
+        return ""
+    for half in (user, password):
+        if half.startswith(SECRET_PREFIX):
+            return half
+    return user or password
+
+
 def _path_map_id(current) -> str | None:
     """The map of a ``GET /maps/<map_id>``, when it can be an id."""
     if current.endpoint != MAP_READ_ENDPOINT:
@@ -244,6 +278,8 @@ def _unauthorized(code: str, message: str) -> APIError:
             challenge += f', resource_metadata="{metadata}"'
     if code != "MISSING_API_KEY":
         challenge += ', error="invalid_token"'
+    if is_ogc_path(request.path):  # GIS tools send keys by Basic authentication too
+        challenge += ', Basic realm="mapapi"'
     return APIError(401, code, message, headers={"WWW-Authenticate": challenge})
 
 

@@ -15,15 +15,15 @@ from .errors import APIError, stringify_keys, validation_error
 SHOWN_ONCE_FIELDS = ("key", "secret")
 
 
-def json_body() -> dict:
+def json_body(media_types: tuple[str, ...] | None = None) -> dict:
     """The request body as a JSON object, or VALIDATION_ERROR without details.
 
-    Read strictly: the Content-Type must be one the view declares,
-    ``application/json`` unless it says otherwise (parameters allowed), and
+    Read strictly: the Content-Type must be one the view declares (or
+    ``media_types``), ``application/json`` unless it says otherwise (parameters allowed), and
     the bytes valid UTF-8. Reading the body is also where an oversized one
     is refused with 413 (Flask's MAX_CONTENT_LENGTH).
     """
-    media_types = current_operation().body_media_types
+    media_types = media_types or current_operation().body_media_types
     if request.mimetype not in media_types:
         raise validation_error(f"The Content-Type must be {' or '.join(media_types)}.")
     raw = request.get_data(cache=True)

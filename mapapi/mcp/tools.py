@@ -32,6 +32,7 @@ EXCLUDED_PREFIXES = ("/keys", "/webhooks", "/grants")
 RENAMED = {
     "bulk_create_locations": "create_locations",
     "replace_location_layers": "set_location_layers",
+    "list_location_clusters": "cluster_locations",
 }
 
 #: Operations that are two tools: the variant's name and summary, and the
@@ -68,6 +69,14 @@ EXPORT_ARGUMENTS = {
 #: What the export tool answers beyond the FeatureCollection's own members.
 EXPORT_RESULT_FIELDS = ("total", "next")
 
+#: Tools whose filters are list_locations', described there once.
+FILTERS_OF_THE_LIST = (EXPORT_TOOL, "cluster_locations")
+#: The parameters of those tools that are their own, and keep their descriptions.
+OWN_PARAMETERS = ("bbox",)
+#: Query parameters a tool leaves out, to stay small: an agent filters
+#: with list_locations; the clusters are for drawing.
+HIDDEN = {"cluster_locations": ("q", "categoryId", "tagId", "updatedSince", "externalId")}
+
 #: Schema keywords a tool's advertised schema leaves out, and those it
 #: leaves out inside the items of an array.
 UNSHOWN = frozenset({"example", "minLength", "maxLength", "format"})
@@ -76,7 +85,6 @@ UNSHOWN_IN_ITEMS = frozenset({"description", "additionalProperties"})
 #: When to reach for a tool, where its summary does not say it.
 GUIDANCE = {
     "list_maps": "Start here to find a map's id.",
-    "list_locations": "Filter rather than read every page.",
     "create_location": "For several places use create_locations.",
     "create_locations": "Each item as create_location takes it, layerIds included.",
     "upsert_locations": (
@@ -96,6 +104,7 @@ GUIDANCE = {
         "Points are [lng, lat]. Each Feature needs an externalId; one the map has "
         "updates that location (keys left out keep their value), others create."
     ),
+    "get_rate_limits": "Call before a long job; it uses up no request.",
     "list_events": (
         "Pass `next` back as `after` to read on; after=latest gives a cursor from now on."
     ),
@@ -153,9 +162,9 @@ class Tool:
 
     @property
     def optional_arguments(self) -> frozenset:
-        """Path and query arguments for which ``null`` means "left out"."""
+        """Path and query arguments (the tool's own too) for which ``null`` means "left out"."""
         required = set(self.checked_schema.get("required", ()))
-        return frozenset(self.path_params + self.query_params) - required
+        return frozenset(self.path_params + self.query_params + self.own_params) - required
 
 
 def tool_name(operation_id: str) -> str:
@@ -308,8 +317,10 @@ def build_tool(
     given, required = {}, []
     for parameter in parameters:
         schema = dict(parameter.get("schema", {}))
-        # The export's filters are list_locations', described there once.
-        if parameter.get("description") and name != EXPORT_TOOL:
+        if parameter.get("description") and (
+            name not in FILTERS_OF_THE_LIST
+            or (name != EXPORT_TOOL and parameter["name"] in OWN_PARAMETERS)
+        ):
             schema.setdefault("description", parameter["description"])
         given[parameter["name"]] = page_parameter(parameter["name"], schema)
         if parameter.get("required"):
@@ -379,6 +390,7 @@ def build_tools(document: dict) -> dict[str, Tool]:
             )  # fmt: skip
         else:
             tools[name] = build_tool(
-                name, operation, document, status=statuses[0], summary=operation.summary
-            )
+                name, operation, document, status=statuses[0], summary=operation.summary,
+                hidden=HIDDEN.get(name, ()),
+            )  # fmt: skip
     return tools

@@ -16,6 +16,7 @@ from sqlalchemy import Boolean, and_, false, or_, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
+from ..contract.location_query import NO_LAYER
 from ..storage.models import (
     FOLDED_COLUMNS,
     Location,
@@ -116,7 +117,10 @@ def selection(query: dict, *, search_index: bool = True) -> Selection:
         where=tuple(_conditions(query, searched)),
         key=_SORT_KEYS[sort.removeprefix("-")],
         descending=sort.startswith("-"),
-        own_index=searched or any(name in query for name in ("category_id", "tag_ids", "layer_id")),
+        own_index=searched
+        or any(name in query for name in ("category_id", "tag_ids"))
+        # ``none`` alone has no index of its own: the map's finds its locations.
+        or any(layer_id != NO_LAYER for layer_id in query.get("layer_ids", ())),
     )
 
 
@@ -138,8 +142,8 @@ def _conditions(query: dict, searched: bool):
         yield _id_matches(c.category_id, query["category_id"])
     for tag_id in dict.fromkeys(query.get("tag_ids", ())):
         yield _linked(_links, _links.c.tag_id, tag_id)
-    if "layer_id" in query:
-        yield _linked(location_layers, location_layers.c.layer_id, query["layer_id"])
+    if "layer_ids" in query:
+        yield _on_layers(query["layer_ids"])
     if "updated_since" in query:
         yield c.updated_at >= query["updated_since"]
     if "external_ids" in query:
@@ -155,6 +159,22 @@ def _id_matches(column, value: str):
 def _linked(table, column, value: str):
     """Locations that ``table`` links to ``value`` through ``column``."""
     return _locations.c.id.in_(select(table.c.location_id).where(_id_matches(column, value)))
+
+
+def _on_layers(layer_ids: list[str]):
+    """Locations on any of ``layer_ids``; ``none`` among them: also those on no layer."""
+    layers = location_layers.c.layer_id
+    named = [layer_id for layer_id in dict.fromkeys(layer_ids) if could_be_id(layer_id)]
+    either = []
+    if named:
+        linked = select(location_layers.c.location_id).where(layers.in_(named))
+        either.append(_locations.c.id.in_(linked))
+    if NO_LAYER in layer_ids:
+        on_any = select(location_layers.c.location_id).where(
+            location_layers.c.location_id == _locations.c.id
+        )
+        either.append(~on_any.exists())
+    return or_(*either) if either else false()
 
 
 def _escape_like(text: str) -> str:

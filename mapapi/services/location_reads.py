@@ -220,15 +220,21 @@ def _selected_page(map_id: str, page: int, page_size: int, chosen: Selection) ->
         if offset < total:  # a page past the end costs no OFFSET walk
             keys = select(_locations.c.pk).where(*where).order_by(*chosen.order_by())
             pks = connection.scalars(keys.limit(page_size).offset(offset)).all()
-    locations = []
-    if pks:
-        position = {pk: index for index, pk in enumerate(pks)}
-        rows = sorted(_rows(connection, _BY_PKS, {"pks": pks}), key=lambda row: position[row[0]])
-        locations = _with_layers(rows, _rows(connection, _LAYERS_BY_PKS, {"pks": pks}))
     return {
-        "locations": locations,
+        "locations": locations_by_pks(pks),
         "pagination": _dump_pagination(page_info(total, page, page_size)),
     }
+
+
+def locations_by_pks(pks: list[int]) -> list[dict]:
+    """The locations whose ``pk`` are ``pks``, dumped, in that order: two
+    statements for any number of them."""
+    if not pks:
+        return []
+    connection = db.session.connection()
+    position = {pk: index for index, pk in enumerate(pks)}
+    rows = sorted(_rows(connection, _BY_PKS, {"pks": pks}), key=lambda row: position[row[0]])
+    return _with_layers(rows, _rows(connection, _LAYERS_BY_PKS, {"pks": pks}))
 
 
 def read_location(map_id: str, location_id: str) -> dict | None:

@@ -338,6 +338,29 @@ class Location(Timestamped, db.Model):
         return [link.tag_id for link in self.tag_links]
 
 
+class LocationCell(db.Model):
+    """The locations of one map in one cell of the web map at one zoom:
+    how many, the sums of their coordinates, their box. Written only by
+    the triggers of ``storage.cells``; read by ``services.clusters``."""
+
+    __tablename__ = "location_cells"
+
+    # The key's order serves a viewport: a few rows (y), a run of columns (x) in each.
+    map_id: Mapped[str] = mapped_column(
+        String(ID_LENGTH), ForeignKey("maps.id", ondelete="CASCADE"), primary_key=True
+    )
+    level: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    y: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    x: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    count: Mapped[int] = mapped_column(Integer, nullable=False)
+    sum_lat: Mapped[float] = mapped_column(Float, nullable=False)
+    sum_lng: Mapped[float] = mapped_column(Float, nullable=False)
+    min_lat: Mapped[float] = mapped_column(Float, nullable=False)
+    max_lat: Mapped[float] = mapped_column(Float, nullable=False)
+    min_lng: Mapped[float] = mapped_column(Float, nullable=False)
+    max_lng: Mapped[float] = mapped_column(Float, nullable=False)
+
+
 class IdempotencyRecord(db.Model):
     """A POST's ``Idempotency-Key``: reserved while the request runs, then its kept answer.
 
@@ -479,3 +502,7 @@ class WebhookDelivery(db.Model):
 def _refold(_mapper, _connection, location: Location) -> None:
     for folded, source in FOLDED_COLUMNS.items():
         setattr(location, folded, fold(getattr(location, source)))
+
+
+# Its triggers are made with the tables.
+from . import cells  # noqa: E402, F401
