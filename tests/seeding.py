@@ -2,7 +2,7 @@
 
 The locations are spread as a real map's are: nine in ten around one of
 ``CITIES`` (a spread of a few kilometres to a few tens, denser at the
-centre), one in ten anywhere, each place a pure function of its number,
+centre), one in ten anywhere between 60° S and 70° N, each place a pure function of its number,
 so a map of 10,000 and one of 1,000,000 have the same distribution. Every
 trigger of ``locations`` runs (the cell counts, SQLite's search table).
 Used by the browser tests and the benchmarks.
@@ -46,7 +46,7 @@ def _spread_select(dialect: str) -> str:
     u = [_hash(f"(i * {factor}.9898 + {offset})") for factor, offset in ((12, 1), (78, 2), (39, 3), (93, 4), (17, 5))]
     noise = f"{u[0]} < 0.1"
     # Around a city: the sum of two uniform numbers, a triangle, in each direction.
-    lat = f"CASE WHEN {noise} THEN {u[1]} * 160 - 80 ELSE clat + ({u[1]} + {u[2]} - 1) * spread END"
+    lat = f"CASE WHEN {noise} THEN {u[1]} * 130 - 60 ELSE clat + ({u[1]} + {u[2]} - 1) * spread END"
     lng = f"CASE WHEN {noise} THEN {u[3]} * 360 - 180 ELSE clng + ({u[3]} + {u[4]} - 1) * spread * 1.5 END"
     ident = (
         "substr(:map_id, 1, 8) || lpad(CAST(i AS TEXT), 14, '0')"
