@@ -197,8 +197,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--only", choices=("sqlite", "postgresql"), help="one database only")
     arguments = parser.parse_args()
     backends = ["sqlite"] + (["postgresql"] if os.environ.get("MAPAPI_DATABASE_URL") else [])
+    if arguments.only:
+        backends = [arguments.only]
     results = [run(backend, arguments.big, arguments.rounds) for backend in backends]
     sys.exit(0 if all(results) else 1)
 

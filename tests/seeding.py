@@ -45,7 +45,11 @@ def _spread_select(dialect: str) -> str:
         f"SELECT {index} AS c, {lat} AS clat, {lng} AS clng, {spread} AS spread"
         for index, (lat, lng, spread) in enumerate(CITIES)
     )
-    u = [_hash(f"(i * {factor}.9898 + {offset})") for factor, offset in ((12, 1), (78, 2), (39, 3), (93, 4), (17, 5))]
+    real = "CAST(i AS DOUBLE PRECISION)" if dialect == "postgresql" else "CAST(i AS REAL)"
+    u = [
+        _hash(f"({real} * {factor}.9898 + {offset})")
+        for factor, offset in ((12, 1), (78, 2), (39, 3), (93, 4), (17, 5))
+    ]
     noise = f"{u[0]} < 0.1"
     # Around a city: the sum of two uniform numbers, a triangle, in each direction.
     lat = f"CASE WHEN {noise} THEN {u[1]} * 130 - 60 ELSE clat + ({u[1]} + {u[2]} - 1) * spread END"

@@ -47,7 +47,7 @@
   const PACE_BURST = 30;
   const PACE_PER_HOUR = 560;
   /** The view must rest this long before its clusters are asked for. */
-  const SETTLE_MS = 250;
+  const SETTLE_MS = 200;
   /** Room read around the view on each side, as a share of its size, so a small pan asks nothing. */
   const VIEW_ROOM = 0.4;
   /** The API's most cells (64 pixels at the zoom) in one clusters request. */
@@ -299,7 +299,8 @@
 
   // ---- the map --------------------------------------------------------------------
 
-  const leafletMap = L.map("map", { maxZoom: 19, worldCopyJump: true }).setView([20, 0], 2);
+  // No inertia: a drag ends where it is let go, so the view settles (and is read) at once.
+  const leafletMap = L.map("map", { maxZoom: 19, worldCopyJump: true, inertia: false }).setView([20, 0], 2);
   const svgRenderer = L.svg();
   const canvasRenderer = L.canvas({ padding: 0.5 });
   const markerLayer = L.featureGroup().addTo(leafletMap);
