@@ -36,7 +36,7 @@ def _hash(seed: str) -> str:
 
 def _spread_select(dialect: str) -> str:
     numbers = (
-        "SELECT generate_series(:first, :last) AS i"
+        "SELECT generate_series(CAST(:first AS INTEGER), CAST(:last AS INTEGER)) AS i"
         if dialect == "postgresql"
         else "WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :last)"
         " SELECT i FROM n"
@@ -59,9 +59,12 @@ def _spread_select(dialect: str) -> str:
         if dialect == "postgresql"
         else "substr(:map_id, 1, 8) || printf('%014d', i)"
     )
+    properties = "'{\"n\": ' || i || '}'"
+    if dialect == "postgresql":
+        properties = f"CAST({properties} AS JSON)"
     return (
         f"SELECT {ident}, :map_id, 'Place ' || i, {lat}, {lng}, '', '', "
-        f"'{{\"n\": ' || i || '}}', 'place ' || i, '', '', :now, :now"
+        f"{properties}, 'place ' || i, '', '', :now, :now"
         f" FROM ({numbers}) AS numbers JOIN ({cities}) AS cities ON cities.c = i % {_SIDE}"
     )
 
