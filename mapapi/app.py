@@ -13,9 +13,12 @@ from .contract.docs_page import bp as reference_bp
 from .contract.jsonprovider import OrjsonProvider
 from .http import hooks, idempotency, ratelimit, refused_keys
 from .http.errors import register_error_handlers
+from .http.pipeline import Pipeline
 from .http.routing import IdConverter
 from .mcp.front import Front
 from .mcp.remote import bp as mcp_bp
+from .oauth import views as oauth
+from .ogcapi import register_ogcapi
 from .services import journal
 from .storage.upgrade import register_migrations
 from .view.page import bp as view_bp
@@ -35,8 +38,9 @@ def create_app(config: dict | None = None) -> Flask:
     app.url_map.converters["default"] = IdConverter
     app.json = OrjsonProvider(app)  # keys keep their order: the client's properties too
     register_extensions(app)
-    # /mcp's tool calls answered in front of Flask's pipeline, behind the proxies' fix.
-    app.wsgi_app = Front(app, app.wsgi_app)
+    # /mcp's tool calls answered in front of Flask's views; what every request
+    # passes around both, once; behind the proxies' fix.
+    app.wsgi_app = Pipeline(Front(app, app.wsgi_app), app.config["GZIP_MIN_BYTES"])
     trust_proxies(app)
     register_hooks(app)
     register_blueprints(app)
@@ -44,6 +48,8 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(reference_bp)
     app.register_blueprint(view_bp)
     app.register_blueprint(mcp_bp)
+    register_ogcapi(app)
+    oauth.init_app(app)
     register_error_handlers(app)
     register_commands(app)
     return app

@@ -18,8 +18,7 @@ from .storage.database import configure_engine
 
 
 def create_base_app(config: dict | None = None) -> Flask:
-    """Raises ``config.SettingError`` when a setting has a name or value it
-    cannot take (the rate limiter's settings aside: ``create_app`` checks them)."""
+    """Raises ``config.SettingError`` when a setting has a name or value it cannot take."""
     instance_path = os.path.abspath(os.environ.get("MAPAPI_INSTANCE_PATH") or "instance")
     # No static folder: the pages (/docs, /view) send their files from installed packages.
     app = Flask(
@@ -36,7 +35,9 @@ def load_config(app: Flask, overrides: dict | None) -> None:
     app.config.from_pyfile("config.py", silent=True)
     app.config.from_mapping(settings.from_environment())
     app.config.from_mapping(overrides or {})
-    settings.check(app.config, settings.BASE_SETTINGS)
+    # Every command checks every setting: the rate limiter's too, when given
+    # (their defaults are good, and parsing them imports the limiter's library).
+    settings.check(app.config, settings.BASE_SETTINGS + settings.given(app.config, settings.LIMITER_SETTINGS))
 
 
 def bind_database(app: Flask) -> None:

@@ -19,17 +19,12 @@ import click
 
 from . import __version__
 from .commands import COMMANDS, DESCRIPTION, Listed, load
-
-
-class SettingRefused(click.ClickException):
-    """A setting, option, address or database the command cannot use: exit 2."""
-
-    exit_code = 2
+from .commands.refusals import SettingRefused
 
 
 #: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
 #: whole group (writing migrations too), with ``db backup`` added.
-FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "events")
+FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "grants", "events")
 
 
 def register_commands(app) -> None:

@@ -314,6 +314,15 @@ SETTINGS = (
             "empty (no metrics) or HOST:PORT to listen on, such as 127.0.0.1:9108 ([::1]:9108 for IPv6)"),
 )  # fmt: skip
 
+#: Each rate-limit bucket, by the name clients read (``GET /rate-limits``,
+#: a 429's message), and the setting that sizes it.
+RATE_LIMIT_BUCKETS = {
+    "general": "MAPAPI_RATELIMIT_GENERAL",
+    "mapCreation": "MAPAPI_RATELIMIT_MAP_CREATE",
+    "bulk": "MAPAPI_RATELIMIT_BULK",
+    "sync": "MAPAPI_RATELIMIT_SYNC",
+}
+
 #: Environment variable -> Flask config key.
 ENVIRONMENT = {setting.env: setting.key for setting in SETTINGS}
 #: What every app checks (``app_base``), and what the service's adds.
@@ -361,24 +370,35 @@ _INLINE_COMMENT = re.compile(r"(?:^|\s)#")
 
 def check_environment(environ: Mapping[str, str] = os.environ) -> None:
     """Refuse a ``MAPAPI_*`` name that is no setting, and a value with an
-    inline comment, before anything starts: SettingError naming the first.
+    inline comment, before anything starts: SettingError naming the first."""
+    problems = environment_problems(environ)
+    if problems:
+        raise SettingError(problems[0])
+
+
+def environment_problems(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """Every ``MAPAPI_*`` name that is no setting, then every value with an
+    inline comment: one line each.
 
     Names are compared in any case (``mapapi_bootstrap`` is refused too), and
-    the error names the setting the operator most likely meant.
+    the line names the setting the operator most likely meant.
     """
-    for name in sorted(environ):
-        if not name.upper().startswith("MAPAPI_"):
-            continue
-        if name not in ACCEPTS and name not in TEST_SUITE_VARIABLES:
-            raise SettingError(f"{name} is not a setting; did you mean {likely_meant(name)}?")
+    problems = [
+        f"{name} is not a setting; did you mean {likely_meant(name)}?"
+        for name in sorted(environ)
+        if name.upper().startswith("MAPAPI_")
+        and name not in ACCEPTS
+        and name not in TEST_SUITE_VARIABLES
+    ]
     for name, (accepts, secret) in ACCEPTS.items():
         value = environ.get(name, "")
         if _INLINE_COMMENT.search(value):
             written = name if secret else f"{name}={shown_text(name, value)}"
-            raise SettingError(
+            problems.append(
                 f"{written} is not accepted: it holds an inline comment, which would be read "
                 f"as part of the value (write comments on lines of their own); it takes {accepts}."
             )
+    return problems
 
 
 def likely_meant(name: str) -> str:
@@ -429,22 +449,43 @@ def from_environment(environ: Mapping[str, str] = os.environ) -> dict:
 
 
 def check(config: dict, settings=SETTINGS, environ: Mapping[str, str] = os.environ) -> None:
-    """Parse ``settings`` of ``config`` in place; SettingError on the first bad one.
+    """Parse ``settings`` of ``config`` in place; SettingError on the first bad one."""
+    problems = value_problems(config, settings, environ)
+    if problems:
+        raise SettingError(problems[0])
 
-    The error names the environment variable when the value came from
-    there, else the config key (``instance/config.py``).
+
+def value_problems(config: dict, settings=SETTINGS, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """Parse ``settings`` of ``config`` in place: one line for each bad value.
+
+    A line names the environment variable when the value came from there,
+    else the config key (``instance/config.py``).
     """
+    problems = []
     for setting in settings:
         value = config[setting.key]
         try:
             config[setting.key] = setting.parse(value)
-        except SettingError:
-            raise
+        except SettingError as error:
+            problems.append(str(error))
         except ValueError:
             name = setting.env if environ.get(setting.env) else setting.key
-            raise SettingError(
-                f"{name}={shown(setting, value)} is not accepted: it takes {setting.accepts}."
-            ) from None
+            problems.append(f"{name}={shown(setting, value)} is not accepted: it takes {setting.accepts}.")
+    return problems
+
+
+def given(config: Mapping, settings=SETTINGS) -> tuple:
+    """The ``settings`` whose value in ``config`` is not their default: those
+    a command that does not read them still checks, without importing the
+    libraries that parse them when nothing is set."""
+    return tuple(setting for setting in settings if config.get(setting.key) != setting.default)
+
+
+def environment_settings(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """Every value of a setting given in ``environ`` checked as the service
+    checks it, for a command that builds no app (``mcp``, ``sync``)."""
+    config = from_environment(environ)
+    return value_problems(config, [s for s in SETTINGS if s.key in config], environ)
 
 
 def shown(setting: Setting, value) -> str:

@@ -269,12 +269,17 @@ def _close(channels) -> None:
             channel.handle_close()
 
 
-def create_server(application, host: str, port: int, limits) -> GuardedServer:
+def create_server(
+    application, host: str, port: int, limits, *, keep_forwarded: bool = False
+) -> GuardedServer:
     """A guarded waitress server listening on ``host:port``.
 
     waitress's own 1 GiB body cap and idle-channel sweep are replaced by the
     parser's and the channels' bounds; ``poll()`` rather than ``select()``,
-    which cannot watch a descriptor numbered 1024 or more.
+    which cannot watch a descriptor numbered 1024 or more. waitress drops
+    the ``X-Forwarded-*`` headers of a proxy it was not told to trust:
+    ``keep_forwarded`` passes them on to the app, whose own proxy fix
+    (``MAPAPI_TRUSTED_PROXIES``) reads as many hops as it trusts.
     """
     adj = Adjustments(
         host=host,
@@ -285,6 +290,7 @@ def create_server(application, host: str, port: int, limits) -> GuardedServer:
         cleanup_interval=1,
         asyncore_use_poll=True,
         max_request_body_size=NO_LIMIT,
+        clear_untrusted_proxy_headers=not keep_forwarded,
     )
     if len(adj.listen) > 1:
         log.warning("%s names several addresses; serving on the first only", host)

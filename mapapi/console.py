@@ -19,7 +19,10 @@ import sys
 
 from . import __version__
 from .commands import COMMANDS, help_text, load
-from .config import SettingError, check_environment
+from .config import SettingError, check_environment, environment_settings
+
+#: Commands that check the settings themselves, and list every problem.
+CHECKS_ITSELF = ("config",)
 
 
 def main() -> None:
@@ -30,13 +33,18 @@ def main() -> None:
     if arguments == ["--help"]:
         print(help_text())
         return
-    if not asks_for_help(arguments):
+    client = COMMANDS.get(arguments[0]) if arguments else None
+    if not asks_for_help(arguments) and arguments[0] not in CHECKS_ITSELF:
         try:
             check_environment()
+            if client is not None and not client.app:
+                # No app checks them for a client of the service: here, as serve would.
+                problems = environment_settings()
+                if problems:
+                    raise SettingError(problems[0])
         except SettingError as error:
             print(f"Error: {error}", file=sys.stderr)
             sys.exit(2)
-    client = COMMANDS.get(arguments[0]) if arguments else None
     if client is not None and not client.app:
         load(arguments[0]).main(arguments[1:], prog_name=f"mapapi {arguments[0]}")
     else:

@@ -123,7 +123,7 @@ def listen(app, host: str, port: int, limits: Limits | None = None):
         limits or Limits(), body_bytes=app.config["MAX_CONTENT_LENGTH"], outgoing_sockets=attempts
     )
     limits = raise_open_files_limit(limits)
-    return create_server(app, host, port, limits)
+    return create_server(app, host, port, limits, keep_forwarded=app.config["TRUSTED_PROXIES"] > 0)
 
 
 def run(server) -> None:

@@ -273,7 +273,9 @@ def test_dry_run_prints_the_plan_and_writes_nothing(service, tmp_path):
     assert "  update line 2: C00000 (name)" in result.stdout
     assert "  delete C00001 'Customer 1'" in result.stdout
     sent = service.requests_between(before, service.mark())
-    assert [method for method, _path, _status in sent] == ["GET", "GET"]
+    # The map, its export and what the sync bucket has left (which uses up nothing).
+    assert [method for method, _path, _status in sent] == ["GET", "GET", "GET"]
+    assert sent[-1][1].endswith("/rate-limits")
     assert service.by_external_id(map_id) == on_map
 
 
@@ -399,6 +401,7 @@ def test_a_run_killed_half_way_then_run_again_finishes_the_job(tmp_path):
         try:
             first_line = process.stdout.readline()  # the plan
             assert "create 2600" in first_line, first_line
+            assert process.stdout.readline().startswith("requests: 3 to the sync bucket")
             batch = process.stdout.readline()  # the first upsert done; the next waits
             assert batch.startswith("upsert 1/3"), batch
         finally:

@@ -159,10 +159,17 @@ def test_an_agent_session_end_to_end(service, tmp_path, transport):
     async def session():
         async with agent_session(transport, tmp_path, service.base, key) as agent:
             tools = (await agent.session.list_tools()).tools
-            assert len(tools) == 34 and not any("key" in t.name or "webhook" in t.name for t in tools)
+            assert len(tools) == 35 and not any("key" in t.name or "webhook" in t.name for t in tools)
             made = await agent.data("create_map", title="Cafés in Lisbon")
             assert made == http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
             map_id = made["id"]
+            # Agents plan too: what the buckets hold, read without using any.
+            limits = await agent.data("get_rate_limits")
+            assert set(limits["buckets"]) == {"general", "mapCreation", "bulk", "sync"}
+            assert limits["buckets"]["mapCreation"]["window"] == "3 per hour"
+            assert (await agent.data("get_rate_limits"))["buckets"]["general"]["remaining"] == (
+                limits["buckets"]["general"]["remaining"]
+            )
             bulk = await agent.data("create_locations", mapId=map_id, locations=places)
             assert bulk["count"] == 50 and [p["name"] for p in bulk["created"]] == [p["name"] for p in places]
             ids = [p["id"] for p in bulk["created"]]
@@ -382,7 +389,7 @@ def test_mcp_over_http_is_stateless_json_and_answers_only_post(service):
     assert "Mcp-Session-Id" not in answer.headers
     assert answer.json()["result"]["serverInfo"]["name"] == "mapapi"
     listed = post_mcp(service, service.write_key, message={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-    assert len(listed.json()["result"]["tools"]) == 34
+    assert len(listed.json()["result"]["tools"]) == 35
     assert len(listed.text) <= 24_000
     for method in ("GET", "DELETE"):
         refused = requests.request(method, service.base + "/mcp", headers=MCP_HEADERS, timeout=10)
@@ -395,10 +402,11 @@ def test_mcp_over_http_is_stateless_json_and_answers_only_post(service):
 def test_mcp_without_a_good_key_is_401_as_the_api(service):
     missing = post_mcp(service)
     assert missing.status_code == 401 and missing.json()["error"]["code"] == "MISSING_API_KEY"
-    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="mapapi"'
+    metadata = f'resource_metadata="{service.base}/.well-known/oauth-protected-resource/mcp"'
+    assert missing.headers["WWW-Authenticate"] == f'Bearer realm="mapapi", {metadata}'
     wrong = post_mcp(service, "mk_live_" + "x" * 40)
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "INVALID_API_KEY"
-    assert wrong.headers["WWW-Authenticate"] == 'Bearer realm="mapapi", error="invalid_token"'
+    assert wrong.headers["WWW-Authenticate"] == f'Bearer realm="mapapi", {metadata}, error="invalid_token"'
     assert "X-RateLimit-Remaining" in wrong.headers  # the client address's bucket counted it
 
     async def session():
@@ -458,7 +466,7 @@ def test_a_service_that_is_down_lists_the_tools_and_each_call_says_so(tmp_path):
 
     async def session():
         async with stdio_agent(tmp_path, url, secret) as agent:
-            assert len((await agent.session.list_tools()).tools) == 34
+            assert len((await agent.session.list_tools()).tools) == 35
             text = await agent.error("list_maps")
             assert f"mapapi service at {url} did not answer" in text and secret not in text
             return agent.errlog
@@ -487,8 +495,8 @@ def test_it_starts_and_lists_every_tool(service, tmp_path):
             return [tool.name for tool in (await agent.session.list_tools()).tools]
 
     names = run(session)
-    assert len(names) == len(set(names)) == 34
-    assert {"list_maps", "create_locations", "export_geojson", "upsert_geojson"} <= set(names)
+    assert len(names) == len(set(names)) == 35
+    assert {"list_maps", "create_locations", "export_geojson", "upsert_geojson", "get_rate_limits", "cluster_locations"} <= set(names)
 
 
 def test_without_a_key_it_refuses_to_start(tmp_path):
@@ -566,3 +574,75 @@ def test_a_lost_answer_is_retried_with_the_same_key_and_creates_once(service, tm
     assert len(proxy.posts) == 2 and proxy.posts[0] == proxy.posts[1] is not None
     maps = http(service, service.write_key, "GET", "/maps").json()["data"]["maps"]
     assert [item["id"] for item in maps] == [made["id"]]
+
+
+# --- nothing changes on the way ---------------------------------------------------------------
+
+NOT_NUMBERS = ["NaN", "Infinity", "-Infinity"]
+
+
+def tool_call(number: int, name: str, arguments: str) -> bytes:
+    """A ``tools/call`` message whose ``arguments`` are written as raw JSON text
+    (as an agent's own encoder may write them: ``NaN`` is no JSON, but Python's
+    and JavaScript's encoders write it)."""
+    return (
+        f'{{"jsonrpc":"2.0","id":{number},"method":"tools/call",'
+        f'"params":{{"name":"{name}","arguments":{arguments}}}}}'
+    ).encode()
+
+
+def refused_without_change(answer: dict, expected: str) -> None:
+    """A tool error naming the argument, or a JSON-RPC error: either way a refusal."""
+    if "error" in answer:
+        return
+    result = answer["result"]
+    assert result["isError"] is True, result
+    assert expected in result["content"][0]["text"], result
+
+
+@pytest.mark.parametrize("literal", NOT_NUMBERS)
+def test_nan_and_infinity_over_mcp_are_refused_and_nothing_is_stored(service, literal):
+    key = service.write_key
+    made = http(service, key, "POST", "/maps", json={"title": "Exact", "centerLat": 10.5}).json()["data"]
+    sent = dict(MCP_HEADERS, Authorization=f"Bearer {key}")
+    calls = [
+        ("update_map", f'{{"mapId":"{made["id"]}","centerLat":{literal}}}', "centerLat: a finite number"),
+        ("create_location", f'{{"mapId":"{made["id"]}","name":"P","lat":1,"lng":2,"properties":{{"v":{literal}}}}}',
+         "properties.v: a finite number"),
+    ]  # fmt: skip
+    for number, (name, arguments, expected) in enumerate(calls, start=10):
+        answer = requests.post(service.base + "/mcp", data=tool_call(number, name, arguments), headers=sent, timeout=10)
+        assert answer.status_code in (200, 400), answer.text
+        refused_without_change(answer.json(), expected)
+    after = http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
+    assert after["centerLat"] == 10.5 and after["updatedAt"] == made["updatedAt"]
+    assert http(service, key, "GET", f"/maps/{made['id']}/locations").json()["data"]["pagination"]["total"] == 0
+
+
+def test_nan_over_stdio_is_refused_and_nothing_is_stored(service, tmp_path):
+    key = service.write_key
+    made = http(service, key, "POST", "/maps", json={"title": "Exact", "centerLat": 10.5}).json()["data"]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MAPAPI_")},
+           "MAPAPI_URL": service.base, "MAPAPI_KEY": key}  # fmt: skip
+    initialize = json.dumps(INITIALIZE).encode()
+    initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    call = tool_call(2, "update_map", f'{{"mapId":"{made["id"]}","centerLat":NaN}}')
+    process = subprocess.Popen(
+        [mapapi_program(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        process.stdin.write(b"\n".join([initialize, initialized, call, b""]))
+        process.stdin.flush()  # stdin stays open until the answer: EOF would end the session first
+        answer = {}
+        while answer.get("id") != 2:
+            line = process.stdout.readline()
+            assert line, "mapapi mcp ended without answering the call"
+            answer = json.loads(line)
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+    assert answer["result"]["isError"] is True, answer  # the tool's own error, naming it
+    assert "centerLat: a finite number" in answer["result"]["content"][0]["text"]
+    after = http(service, key, "GET", f"/maps/{made['id']}").json()["data"]
+    assert after["centerLat"] == 10.5 and after["updatedAt"] == made["updatedAt"]

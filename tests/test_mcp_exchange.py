@@ -17,7 +17,9 @@ from werkzeug.datastructures import EnvironHeaders
 from werkzeug.test import EnvironBuilder
 
 from mapapi.extensions import db
-from mapapi.mcp.remote import Caller, bridge, kept_environ
+from mapapi.mcp.bridge import Bridge
+from mapapi.mcp.caller import Caller, kept_environ
+from mapapi.mcp.remote import bridge
 from mapapi.storage.models import Account
 from mapapi.timeutil import utcnow
 
@@ -30,6 +32,8 @@ MCP_HEADERS = {
     "MCP-Protocol-Version": VERSION,
 }
 BAD_KEY = "mk_live_" + "x" * 43
+#: A 401 of /mcp names where its OAuth starts (the test client calls from loopback).
+CHALLENGE = 'Bearer realm="mapapi", resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp"'
 
 
 def message(method: str, params=None, id_=1) -> dict:
@@ -176,12 +180,12 @@ def test_a_tool_call_with_a_bad_key_is_the_apis_401_counted_once(client, map_id)
     for sent in (call("get_map", mapId=map_id), call("get_map"), call("no_such_tool"), message("tools/list")):
         answer = post(client, sent, BAD_KEY)
         assert_refused(answer, 401, "INVALID_API_KEY")
-        assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mapapi", error="invalid_token"'
+        assert answer.headers["WWW-Authenticate"] == f'{CHALLENGE}, error="invalid_token"'
         remaining.append(int(answer.headers["X-RateLimit-Remaining"]))
     assert remaining == [remaining[0] - n for n in range(4)]
     missing = post(client, call("get_map", mapId=map_id))
     assert_refused(missing, 401, "MISSING_API_KEY")
-    assert missing.headers["WWW-Authenticate"] == 'Bearer realm="mapapi"'
+    assert missing.headers["WWW-Authenticate"] == CHALLENGE
     bad_query = post(client, call("get_map", mapId=map_id), BAD_KEY, "/mcp?readOnly=maybe")
     assert_refused(bad_query, 401, "INVALID_API_KEY")
 
@@ -254,8 +258,8 @@ def gzip_from_100_bytes(app_config):
 
 
 def test_a_tool_calls_answer_keeps_the_request_id_and_is_gzipped_as_any(gzip_from_100_bytes, client, key, map_id):
-    """Answered in front of Flask's pipeline, it still gets what the app's
-    hooks give any answer: the client's request id, gzip when asked for."""
+    """Answered in front of Flask's views, it gets what the pipeline gives any
+    answer: the client's request id, gzip when asked for."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}", "X-Request-Id": "agent-7"}
     sent = json.dumps(call("get_map", mapId=map_id))
     zipped = client.post("/mcp", data=sent, headers={**headers, "Accept-Encoding": "gzip"})
@@ -270,10 +274,13 @@ def test_an_error_of_the_layer_in_front_is_the_apis_500_logged_on_one_line(clien
     """The layer's own code failing (made to fail here: nothing else makes it)
     answers as the app's last error handler does, and the call is not made twice."""
 
-    def failing(*_args, **_kwargs):
+    respond = Bridge.respond
+
+    def failing(*args, **kwargs):
+        respond(*args, **kwargs)  # the call made, then the layer fails
         raise RuntimeError(f"secret internals {key}")
 
-    monkeypatch.setattr("mapapi.mcp.front.compressed", failing)
+    monkeypatch.setattr(Bridge, "respond", failing)
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}", "X-Request-Id": "agent-8"}
     sent = json.dumps(message("tools/call", {"name": "create_location", "arguments": {
         "mapId": map_id, "name": "Once", "lat": 1, "lng": 2}}))  # fmt: skip

@@ -314,7 +314,7 @@ def test_upgrade_counts_the_cells_of_the_locations_already_there(migration_app):
     """The revision before location_cells, with locations: the upgrade
     counts them, and its triggers keep counting the next writes."""
     with migration_app.app_context():
-        upgrade(revision="c0b2e2a0530f")
+        upgrade(revision="7d40a0a7c1e5")
         with db.engine.begin() as connection:
             _insert_locations(connection, [("One", "", ""), ("Two", "", "")])
         upgrade()
@@ -323,7 +323,7 @@ def test_upgrade_counts_the_cells_of_the_locations_already_there(migration_app):
             assert connection.execute(text(count)).scalars().all() == [2]
             connection.execute(text("DELETE FROM locations WHERE name = 'One'"))
             assert connection.execute(text(count)).scalars().all() == [1]
-        downgrade(revision="c0b2e2a0530f")
+        downgrade(revision="7d40a0a7c1e5")
         assert "location_cells" not in inspect(db.engine).get_table_names()
         with db.engine.begin() as connection:  # no trigger left that writes to it
             connection.execute(text("DELETE FROM locations"))

@@ -9,6 +9,7 @@ from mapapi.http.auth import API_PREFIX
 
 #: docs/api.md, every operation.
 CONTRACT_OPERATIONS = {
+    ("GET", "/grants"), ("DELETE", "/grants/{grantId}"),
     ("GET", "/maps"), ("POST", "/maps"),
     ("GET", "/maps/{mapId}"), ("PUT", "/maps/{mapId}"), ("DELETE", "/maps/{mapId}"),
     ("GET", "/maps/{mapId}/locations"), ("POST", "/maps/{mapId}/locations"),
@@ -30,6 +31,7 @@ CONTRACT_OPERATIONS = {
     ("DELETE", "/maps/{mapId}/layers/{layerId}"),
     ("GET", "/keys"), ("POST", "/keys"), ("DELETE", "/keys/{keyId}"),
     ("GET", "/events"),
+    ("GET", "/rate-limits"),
     ("GET", "/webhooks"), ("POST", "/webhooks"),
     ("GET", "/webhooks/{webhookId}"), ("PUT", "/webhooks/{webhookId}"),
     ("DELETE", "/webhooks/{webhookId}"),

@@ -485,3 +485,64 @@ def test_limits_and_headers_over_http(api, live_server):
     assert response.headers["x-content-type-options"] == "nosniff"
     health = requests.get(f"{live_server}/healthz", timeout=10)
     assert health.status_code == 200 and health.json() == {"data": {"status": "ok"}}
+
+
+# --- GET /rate-limits: what a client has left, using up none of it ----------------------
+
+
+def bucket_report(api) -> dict:
+    response = api.get("/rate-limits")
+    data = assert_ok(response)
+    assert set(data) == {"buckets"}
+    assert set(data["buckets"]) == {"general", "mapCreation", "bulk", "sync"}
+    for bucket in data["buckets"].values():
+        assert set(bucket) == {"limit", "remaining", "reset", "window"}
+    return data["buckets"]
+
+
+def test_rate_limits_reports_every_bucket_and_uses_up_none(api, read_only, map_id):
+    now = time.time()
+    fresh = bucket_report(api)
+    assert fresh == {
+        "general": {"limit": GENERAL, "remaining": GENERAL, "reset": fresh["general"]["reset"],
+                    "window": f"{GENERAL} per minute"},
+        "mapCreation": {"limit": MAP_CREATE, "remaining": MAP_CREATE, "reset": fresh["mapCreation"]["reset"],
+                        "window": f"{MAP_CREATE} per minute"},
+        "bulk": {"limit": BULK, "remaining": BULK, "reset": fresh["bulk"]["reset"], "window": f"{BULK} per minute"},
+        "sync": {"limit": SYNC, "remaining": SYNC, "reset": fresh["sync"]["reset"], "window": f"{SYNC} per minute"},
+    }  # fmt: skip
+    for bucket in fresh.values():  # a full bucket: now
+        assert now - 1 <= bucket["reset"] <= time.time() + 1
+    upsert = {"locations": [{"externalId": "A", "name": "a", "lat": 1, "lng": 2}]}
+    assert_ok(api.post(f"/maps/{map_id}/locations/upsert", json=upsert))
+    after = bucket_report(read_only)  # any scope; the same account's buckets
+    assert (after["general"]["remaining"], after["sync"]["remaining"]) == (GENERAL - 1, SYNC - 1)
+    assert after["mapCreation"]["remaining"] == MAP_CREATE
+    assert time.time() + 50 <= after["sync"]["reset"] <= time.time() + 61
+    spend(api, GENERAL - 1)
+    assert_limited(api.get("/maps"))
+    empty = api.get("/rate-limits")  # answered when it is needed most
+    assert empty.status_code == 200
+    assert empty.get_json()["data"]["buckets"]["general"]["remaining"] == 0
+    assert limits(empty)[:2] == (GENERAL, 0)  # its headers: the general bucket as it stands
+    assert "Retry-After" not in empty.headers
+
+
+def test_rate_limits_without_a_valid_key_counts_against_the_address(client):
+    anonymous = ApiClient(client, None)
+    for expected_remaining in range(GENERAL - 1, -1, -1):
+        response = anonymous.get("/rate-limits")
+        assert_error(response, 401, "MISSING_API_KEY")
+        assert limits(response)[:2] == (GENERAL, expected_remaining)
+    assert_limited(anonymous.get("/rate-limits"))
+
+
+def test_a_429_names_the_bucket_and_its_window(api, map_id):
+    upsert = {"locations": [{"externalId": "A", "name": "a", "lat": 1, "lng": 2}]}
+    for _ in range(SYNC):
+        assert_ok(api.post(f"/maps/{map_id}/locations/upsert", json=upsert))
+    refused = api.post(f"/maps/{map_id}/locations/upsert", json=upsert)
+    assert_limited(refused)
+    assert refused.get_json()["error"]["message"] == (
+        f"Too many requests: the sync limit ({SYNC} per minute) is reached."
+    )

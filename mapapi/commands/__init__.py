@@ -38,11 +38,21 @@ COMMANDS = {
         "Create and list accounts, and change their plans.",
     ),
     "keys": Listed("mapapi.commands.keys:keys_group", "Create, list and revoke API keys."),
+    "grants": Listed(
+        "mapapi.commands.grants:grants_group",
+        "List and revoke the assistants and apps connected with OAuth.",
+    ),
     "db": Listed(
         "mapapi.commands.database:db_group",
         "Apply schema migrations; back up the embedded SQLite database.",
     ),
     "events": Listed("mapapi.commands.events:events_group", "The change feed's events."),
+    # Checks the settings itself, every problem on a line: it needs no app.
+    "config": Listed(
+        "mapapi.commands.config_check:config_group",
+        "Check every setting as serve would, without starting anything.",
+        "",
+    ),
     # Clients of a running service: they need no app, no database.
     "mcp": Listed(
         "mapapi.mcp.command:mcp_command",

@@ -2,7 +2,6 @@
 errors, tab-separated output, dates on the command line, listening addresses."""
 
 import os
-import re
 import socket
 from contextlib import contextmanager
 from functools import wraps
@@ -12,14 +11,13 @@ from flask import current_app
 from flask.cli import with_appcontext
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from ..cli import SettingRefused
+from .refusals import SettingRefused
 from ..config import without_password
 from ..extensions import db
 from ..http.errors import APIError
+from ..printable import printable
 from ..storage.failed_statements import first_line
 from ..timeutil import parse_timestamp, utcnow
-
-_SEPARATORS = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def open_database(*, create: bool = False) -> None:
@@ -49,10 +47,58 @@ def open_database(*, create: bool = False) -> None:
         with db.engine.connect():
             pass
     except DBAPIError as error:
-        raise SettingRefused(
-            f"MAPAPI_DATABASE_URL: the database {shown_database()} "
-            f"cannot be reached: {first_line(error.orig)}"
-        ) from None
+        raise SettingRefused(_cannot_reach(shown_database(), error)) from None
+
+
+def _cannot_reach(shown_url: str, error: DBAPIError) -> str:
+    return f"MAPAPI_DATABASE_URL: the database {shown_url} cannot be reached: {first_line(error.orig)}"
+
+
+def database_unreachable(url: str) -> str | None:
+    """Why the database at ``url`` cannot be reached, or None; it writes
+    nothing (a SQLite file that does not exist yet is not made: ``serve``
+    and ``db upgrade`` will make it)."""
+    from sqlalchemy import create_engine, make_url
+
+    from ..config import engine_options
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if not parsed.database or parsed.database == ":memory:" or not os.path.exists(parsed.database):
+            return None
+    engine = create_engine(url, connect_args=engine_options(url, 1).get("connect_args", {}))
+    try:
+        with engine.connect():
+            return None
+    except DBAPIError as error:
+        return _cannot_reach(without_password(url), error)
+    finally:
+        engine.dispose()
+
+
+def storage_unreachable(uri: str) -> str | None:
+    """Why the rate-limit storage at ``uri`` cannot be reached, or None (as the
+    service opens it, with the same time-outs)."""
+    if uri.startswith("memory://"):
+        return None
+    from limits.errors import StorageError
+    from limits.storage import storage_from_string
+
+    from ..config import defaults
+
+    options = defaults("")["RATELIMIT_STORAGE_OPTIONS"]
+    try:
+        reachable = storage_from_string(uri, **options).check()
+    except (StorageError, OSError) as error:
+        reachable, why = False, f": {first_line(error)}"
+    else:
+        why = ""
+    if reachable:
+        return None
+    return (
+        f"MAPAPI_RATELIMIT_STORAGE_URI: the rate-limit storage {without_password(uri)} "
+        f"cannot be reached{why}"
+    )
 
 
 def shown_database() -> str:
@@ -120,11 +166,7 @@ def echo_line(*fields: str) -> None:
     the field (control characters, Unicode's line separators) are written
     as Python escapes, ``\\n`` or ``\\u2028``, and a backslash as two.
     """
-    click.echo("\t".join(_SEPARATORS.sub(_escape, field) for field in fields))
-
-
-def _escape(found: re.Match) -> str:
-    return found.group().encode("unicode_escape").decode("ascii")
+    click.echo("\t".join(printable(field, backslash=True) for field in fields))
 
 
 def parse_moment(value: str | None, option: str, *, future: bool = True):

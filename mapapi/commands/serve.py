@@ -9,7 +9,7 @@ from flask.cli import with_appcontext
 from sqlalchemy.exc import IntegrityError
 
 from .. import __version__, server
-from ..cli import SettingRefused
+from .refusals import SettingRefused
 from ..config import without_password
 from ..delivery.addresses import warn_if_private_allowed
 from ..delivery.worker import start_in_background
@@ -18,7 +18,13 @@ from ..http.errors import APIError
 from ..log_output import log_to_stderr
 from ..services import accounts as account_service
 from ..storage.upgrade import prepare_schema
-from .common import check_address, open_database, shown_database, startup_errors
+from .common import (
+    check_address,
+    open_database,
+    shown_database,
+    startup_errors,
+    storage_unreachable,
+)
 from .serving import source_of, start_metrics
 
 log = logging.getLogger("mapapi.serve")
@@ -55,6 +61,11 @@ def serve_command(host, port, **limits):
     port_source = source_of("port", f"--port {port}", f"MAPAPI_PORT={port}")
     check_address(host, port, source_of("host", "--host", "MAPAPI_HOST"), port_source)
     metrics_url = start_metrics(app, (host, port))
+    # Unreachable, it would be found only at the first request: stop now, as for
+    # the database (and before the database, so that nothing is written).
+    unreachable = storage_unreachable(app.config["RATELIMIT_STORAGE_URI"])
+    if unreachable:
+        raise SettingRefused(unreachable)
     open_database(create=True)
     try:
         http = server.listen(app, host, port, server.Limits(**limits))

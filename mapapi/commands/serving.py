@@ -3,7 +3,7 @@ and the metrics' own address."""
 
 import click
 
-from ..cli import SettingRefused
+from .refusals import SettingRefused
 from ..metrics import serve_metrics
 from .common import check_address
 

@@ -22,8 +22,8 @@ class ClusterQuerySchema(LocationFilterSchema):
         metadata={
             "type": "string",
             "description": (
-                "west,south,east,north; west > east crosses the antimeridian; "
-                "at most 2,000 cells of 64 pixels at zoom."
+                "west,south,east,north (west > east: across the antimeridian); "
+                "at most 2,000 64-pixel cells at zoom."
             ),
             "example": "-10.5,35.2,30.1,60.3",
         },

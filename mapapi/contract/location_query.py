@@ -114,14 +114,14 @@ class LocationFilterSchema(Schema):
     tag_ids = QueryIds(
         TAG_FILTERS_MAX,
         data_key="tagId",
-        metadata={"description": "Locations carrying every given tag (up to 10 times)."},
+        metadata={"description": "Carrying every given tag (up to 10 times)."},
     )
     layer_ids = QueryIds(
         LAYER_FILTERS_MAX,
         data_key="layerId",
         metadata={
             "description": (
-                "Locations on any of the given layers (up to 10 times); `none`: on no layer."
+                "On any of the given layers (up to 10 times); `none`: on no layer."
             )
         },
     )
@@ -133,7 +133,7 @@ class LocationFilterSchema(Schema):
         max_length=EXTERNAL_ID_MAX,
         max_count=BULK_MAX,
         metadata={
-            "description": "Locations with this externalId (exact); up to 100 times, matching any.",
+            "description": "This externalId (exact); up to 100 times, matching any.",
         },
     )
     sort = Choice(SORTS, load_default="createdAt")

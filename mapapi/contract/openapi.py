@@ -33,6 +33,7 @@ PATH_PARAMETERS = {
     "layer_id": "layerId",
     "key_id": "keyId",
     "webhook_id": "webhookId",
+    "grant_id": "grantId",
 }
 
 ERROR_CODES = {

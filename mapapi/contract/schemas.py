@@ -358,6 +358,18 @@ class CreatedKeySchema(KeySchema):
     key = fields.String(attribute="secret")
 
 
+class GrantSchema(OutputSchema):
+    """An assistant or app the account connected with OAuth."""
+
+    client_name = fields.String(data_key="clientName", attribute="client.name")
+    client_id = fields.String(data_key="clientId", attribute="client.client_id")
+    redirect_host = fields.Function(
+        lambda grant: grant.redirect_host, data_key="redirectHost", metadata={"type": "string"}
+    )
+    scope = fields.String(metadata={"enum": ["mapapi:read", "mapapi:read mapapi:write"]})
+    last_used_at = Timestamp(data_key="lastUsedAt", allow_none=True)
+
+
 class DeletedSchema(Schema):
     id = fields.String(required=True)
     deleted = fields.Boolean(required=True, metadata={"const": True})
@@ -433,3 +445,23 @@ class EventFeedSchema(Schema):
     events = fields.List(fields.Nested(EventSchema), required=True)
     next = fields.String(required=True, allow_none=True)
     has_more = fields.Boolean(data_key="hasMore", required=True)
+
+
+class BucketSchema(Schema):
+    limit = fields.Integer(required=True)
+    remaining = fields.Integer(required=True)
+    reset = fields.Integer(
+        required=True, metadata={"description": "Unix seconds: when it next regains capacity (now when full)"}
+    )
+    window = fields.String(required=True, metadata={"description": "the setting, e.g. 100 per hour"})
+
+
+class BucketsSchema(Schema):
+    general = fields.Nested(BucketSchema, required=True)
+    map_creation = fields.Nested(BucketSchema, data_key="mapCreation", required=True)
+    bulk = fields.Nested(BucketSchema, required=True)
+    sync = fields.Nested(BucketSchema, required=True)
+
+
+class RateLimitsSchema(Schema):
+    buckets = fields.Nested(BucketsSchema, required=True)

@@ -5,14 +5,19 @@ a bad option or setting. Progress and the summary go to standard output,
 errors to standard error.
 """
 
+import math
+import re
 import sys
 import time
+from collections import Counter
 from urllib.parse import quote
 
 import click
 
 from ..commands.service_client import key_for, refuse_setting, url_option
-from .current import MapState, read_state
+from ..config import RATE_LIMIT_BUCKETS
+from ..printable import printable
+from .current import ExactIntegers, MapState, exact_parser, read_state
 from .http_client import Service, ServiceError, Wait
 from .plan import REFERENCES, Plan, delete_batches, make_plan, upsert_batches
 from .progress import Progress
@@ -23,6 +28,12 @@ from .source import FileError, csv_file, geojson_features, is_geojson, read_byte
 SHOWN_ROWS = 5
 #: Items named in the one line of a refused write.
 SHOWN_DETAILS = 3
+#: Bad rows listed, one line per problem; the others are counted by kind.
+SHOWN_BAD_ROWS = 20
+#: Kinds of problem named in the count of the bad rows not listed.
+SHOWN_KINDS = 5
+#: What a message says of a value (quoted, or a number): left out of its kind.
+_VALUES = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[+-]?\d[\d.,eE+-]*")
 
 
 @click.command("sync")
@@ -54,7 +65,7 @@ def sync_command(file, map_id, id_column, prune, dry_run, url):
     try:
         summary = run.sync(file, id_column, prune=prune, dry_run=dry_run)
     except (FileError, ServiceError) as error:
-        failure = (f"error: {error}", 1)
+        failure = (f"error: {printable(error)}", 1)
     except KeyboardInterrupt:
         failure = ("interrupted: run the command again to finish the job", 130)
     finally:
@@ -84,13 +95,13 @@ class Run:
         if self.progress is not None:
             self.progress.wait(pause)
         else:
-            click.echo(f"waiting {pause.seconds:.0f} s: {pause.reason}")
+            click.echo(f"waiting {pause.seconds:.0f} s: {printable(pause.reason)}")
 
     def sync(self, file: str, id_column: str | None, *, prune: bool, dry_run: bool) -> str:
         """Read, check, plan and (unless ``dry_run``) write: the summary line's counts."""
         rows = read_rows(file, id_column)  # the header (or the collection) checked now
         the_map = self.service.get(self.map_path)
-        state = self.service.stream(f"{self.map_path}/locations.geojson", read_state)
+        state = self._read_state()
         plan = make_plan(rows, state, prune=prune)
         plan.bad += self._unknown_references(plan)
         if plan.bad:
@@ -98,14 +109,53 @@ class Run:
         if not plan.upserts and not plan.unchanged:
             raise FileError(f"{file} has no rows: nothing to keep in step")
         click.echo(
-            f"map {the_map.get('title', '')!r} ({self.map_id}): create {plan.created}, "
+            f"map {printable(repr(the_map.get('title', '')))} ({printable(self.map_id)}): "
+            f"create {plan.created}, "
             f"update {plan.updated}, delete {len(plan.deletes)}, unchanged {plan.unchanged}"
         )
+        upserts, deletes = list(upsert_batches(plan)), list(delete_batches(plan))
+        if upserts or deletes:
+            self._budget(len(upserts) + len(deletes))
         if dry_run:
             for line in _plan_rows(rows, plan):
                 click.echo(line)
             return _counts(plan.created, plan.updated, len(plan.deletes), plan.unchanged)
-        return self._write(rows, plan, state)
+        return self._write(rows, plan, state, upserts, deletes)
+
+    def _budget(self, needed: int) -> None:
+        """The requests of the sync bucket the run needs, and what the account
+        has left (``GET /rate-limits``, which uses up nothing); before anything
+        is sent, a warning for each bucket the run will wait for."""
+        try:
+            buckets = self.service.get("/rate-limits")["buckets"]
+        except ServiceError as error:
+            if error.status != 404:  # a service older than GET /rate-limits: no budget
+                raise
+            return
+        sync = buckets["sync"]
+        click.echo(
+            f"requests: {needed} to the sync bucket, which has {sync['remaining']} of "
+            f"{sync['limit']} left ({printable(sync['window'])})"
+        )
+        for name in ("sync", "general"):  # every write counts in the general bucket too
+            bucket = buckets[name]
+            if needed > bucket["remaining"]:
+                click.echo(
+                    f"warning: the run needs {needed} requests and the {name} bucket has "
+                    f"{bucket['remaining']} left: it will wait up to {_waiting(bucket, needed)} "
+                    f"for it to refill ({RATE_LIMIT_BUCKETS[name]}={printable(bucket['window'])} "
+                    "sizes it)",
+                    err=True,
+                )
+
+    def _read_state(self) -> MapState:
+        """The map's locations, from its export (read twice when it holds an
+        integer beyond 64 bits: the second time exactly)."""
+        export = f"{self.map_path}/locations.geojson"
+        try:
+            return self.service.stream(export, read_state)
+        except ExactIntegers:
+            return self.service.stream(export, lambda chunks: read_state(chunks, exact_parser()))
 
     def _unknown_references(self, plan: Plan) -> list[BadRow]:
         """Rows naming a category, tag or layer the map does not have. The
@@ -132,9 +182,7 @@ class Run:
                 return ids
             page += 1
 
-    def _write(self, rows: Rows, plan: Plan, state: MapState) -> str:
-        upserts = list(upsert_batches(plan))
-        deletes = list(delete_batches(plan))
+    def _write(self, rows: Rows, plan: Plan, state: MapState, upserts: list, deletes: list) -> str:
         counts = {"created": 0, "updated": 0, "unchanged": plan.unchanged, "deleted": 0}
         if not plan.writes:
             return _counts(**counts)
@@ -175,30 +223,62 @@ def read_rows(file: str, id_column: str | None) -> Rows:
     return csv_rows(csv_file(data, (id_column,) if id_column else DEFAULT_ID_COLUMNS), id_column)
 
 
+def _waiting(bucket: dict, needed: int) -> str:
+    """How long a run of ``needed`` requests waits for ``bucket`` at most: a
+    moving window gives back at most its ``limit`` over each window's length."""
+    from limits import parse
+
+    windows = math.ceil((needed - bucket["remaining"]) / bucket["limit"])
+    return _duration(windows * parse(bucket["window"]).get_expiry())
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 90 * 60:
+        return f"{math.ceil(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _counts(created: int, updated: int, deleted: int, unchanged: int) -> str:
     return f"created {created}, updated {updated}, deleted {deleted}, unchanged {unchanged}"
 
 
 def _bad_rows(rows: Rows, bad: list[BadRow], file: str) -> str:
-    """Every bad row on standard error, a line per message; the one line of the error."""
-    for row in sorted(bad):
+    """The first ``SHOWN_BAD_ROWS`` bad rows on standard error, a line per
+    message, then how many more and of which kinds; the one line of the error."""
+    bad = sorted(bad)
+    for row in bad[:SHOWN_BAD_ROWS]:
         for message in row.messages:
-            click.echo(f"{rows.where(row.number)}: {message}", err=True)
-    return f"{len(bad)} {rows.place}s of {file} are invalid; nothing was written"
+            click.echo(f"{rows.where(row.number)}: {printable(message)}", err=True)
+    rest = bad[SHOWN_BAD_ROWS:]
+    if rest:
+        kinds = Counter(_VALUES.sub("…", message) for row in rest for message in row.messages)
+        named = [f"{printable(kind)} ({count:,})" for kind, count in kinds.most_common(SHOWN_KINDS)]
+        if len(kinds) > SHOWN_KINDS:
+            named.append(f"{len(kinds) - SHOWN_KINDS:,} other kinds")
+        click.echo(f"and {plural(len(rest), rows.place)} more: {'; '.join(named)}", err=True)
+    verb = "is" if len(bad) == 1 else "are"
+    return f"{plural(len(bad), rows.place)} of {printable(file)} {verb} invalid; nothing was written"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 line``, ``2 lines``, ``1,024 lines``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _plan_rows(rows: Rows, plan: Plan) -> list[str]:
-    """The first rows of each kind the plan writes."""
+    """The first rows of each kind the plan writes, their values escaped."""
     lines = [
-        f"  create {rows.where(w.number)}: {w.external_id} {w.shown}"
+        f"  create {rows.where(w.number)}: {printable(w.external_id)} {printable(w.shown)}"
         for w in plan.first(True, SHOWN_ROWS)
     ]
     lines += [
-        f"  update {rows.where(w.number)}: {w.external_id} ({w.shown})"
+        f"  update {rows.where(w.number)}: {printable(w.external_id)} ({printable(w.shown)})"
         for w in plan.first(False, SHOWN_ROWS)
     ]
     lines += [
-        f"  delete {delete.external_id} {delete.location.name!r}"
+        f"  delete {printable(delete.external_id)} {printable(repr(delete.location.name))}"
         for delete in plan.deletes[:SHOWN_ROWS]
     ]
     return lines

@@ -5,9 +5,14 @@ time, and each is kept only as what the comparison needs, so the client's
 memory holds the map once, never the export's text beside its objects.
 A digest of the export's bytes names the state the plan was made against
 (see ``plan.idempotency_key``).
+
+ijson's C parser refuses an integer beyond 64 bits, which the API keeps
+exactly in a client's properties: a map that holds one is read again by
+ijson's Python parser (``ExactIntegers``), slower, and exactly.
 """
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -45,8 +50,24 @@ def comparable(name: str, value):
 def json_bytes(value, option: int = 0) -> bytes:
     """``value`` as compact JSON, in an object of its own size: orjson's own
     result keeps a buffer of some kilobytes, which 100,000 of them would
-    turn into hundreds of megabytes."""
-    return bytes(memoryview(orjson.dumps(value, option=option)))
+    turn into hundreds of megabytes. A value holding an integer beyond 64
+    bits, which orjson refuses, is written by the standard library."""
+    try:
+        return bytes(memoryview(orjson.dumps(value, option=option)))
+    except orjson.JSONEncodeError:
+        sort_keys = bool(option & orjson.OPT_SORT_KEYS)
+        return json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys, allow_nan=False
+        ).encode()
+
+
+class ExactIntegers(Exception):
+    """The export holds an integer beyond 64 bits: read it with ``exact_parser``."""
+
+
+def exact_parser():
+    """ijson's Python parser, which keeps an integer of any size."""
+    return ijson.get_backend("python")
 
 
 class Location(NamedTuple):
@@ -98,13 +119,18 @@ class MapState:
         self.by_external_id[external_id] = Location(feature["id"], values)
 
 
-def read_state(chunks: Iterable[bytes]) -> MapState:
-    """The state of the map whose export arrives as ``chunks`` of bytes."""
+def read_state(chunks: Iterable[bytes], parser=ijson) -> MapState:
+    """The state of the map whose export arrives as ``chunks`` of bytes;
+    ExactIntegers when ``parser`` cannot read one of its integers."""
     state, stream = MapState(), _Stream(chunks)
     try:
-        for feature in ijson.items(stream, "features.item", use_float=True):
+        for feature in parser.items(stream, "features.item", use_float=True):
             state.add(feature)
-    except (ijson.JSONError, KeyError, TypeError, ValueError) as error:
+    except ijson.JSONError as error:
+        if "integer overflow" in str(error) and parser is ijson:
+            raise ExactIntegers from None
+        raise ServiceError(f"the service's GeoJSON export could not be read: {error}") from None
+    except (KeyError, TypeError, ValueError) as error:
         raise ServiceError(f"the service's GeoJSON export could not be read: {error}") from None
     state.digest = stream.digest.hexdigest()
     return state

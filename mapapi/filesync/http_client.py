@@ -9,12 +9,15 @@ after its ``Retry-After``. The key is only ever put in the
 ``Authorization`` header: no message built here contains it.
 """
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, TypeVar
 
 import httpx2
 import orjson
+
+from ..config import RATE_LIMIT_BUCKETS
 
 API_PREFIX = "/api/v1"
 RETRIES = 5
@@ -23,6 +26,8 @@ BACKOFF_SECONDS = (1, 2, 4, 8, 16)
 #: How long an answer may take: an upsert of 1000 locations takes a second or two.
 TIMEOUT = httpx2.Timeout(120.0, connect=10.0)
 T = TypeVar("T")
+#: A 429's message: the bucket that refused, and its window.
+_REFUSING_BUCKET = re.compile(r"the (\w+) limit \(([^)]*)\)")
 
 
 class ServiceError(Exception):
@@ -112,7 +117,7 @@ class Service:
             status = response.status_code
             if status == 429:
                 seconds = _retry_after(response, 60)
-                self.on_wait(Wait(seconds, f"rate limited (429), Retry-After {seconds:.0f} s"))
+                self.on_wait(Wait(seconds, f"rate limited (429), Retry-After {seconds:.0f} s{_bucket(response)}"))
                 time.sleep(seconds)
             elif status == 409 and _error(response)[0] == "IDEMPOTENCY_KEY_IN_USE":
                 seconds = _retry_after(response, 1)
@@ -168,6 +173,17 @@ def _refusal(method: str, path: str, response: httpx2.Response) -> ServiceError:
         code,
         details,
     )
+
+
+def _bucket(response: httpx2.Response) -> str:
+    """What a 429 says of the bucket that refused it, and the setting that sizes it."""
+    found = _REFUSING_BUCKET.search(_error(response)[1])
+    if found is None:
+        return ""
+    bucket, window = found.groups()
+    setting = RATE_LIMIT_BUCKETS.get(bucket)
+    sized = f"; {setting} sets it" if setting else ""
+    return f": the {bucket} bucket ({window}) is empty{sized}"
 
 
 def _retry_after(response: httpx2.Response, default: float) -> float:

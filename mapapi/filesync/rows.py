@@ -13,7 +13,8 @@ categories, tags and layers) are the plan's.
 
 A CSV file speaks for the fields it has columns for: a location's other
 fields are left as they are. Its cells are read as text: ``lat`` and ``lng``
-as decimal numbers, ``tagIds`` and ``layerIds`` as ids separated by ``;``,
+as decimal numbers (with a decimal comma too, ``48,8566``, in a file whose
+cells are separated by ``;`` or tabs, as spreadsheets export it), ``tagIds`` and ``layerIds`` as ids separated by ``;``,
 an empty ``categoryId`` as none; every other column is the location's
 ``properties``, each non-empty cell a string under the column's name.
 A GeoJSON Feature is read, and checked, as the import reads it.
@@ -50,6 +51,7 @@ DEFAULT_ID_COLUMNS = ("externalId", "id")
 REQUIRED = ("name", "lat", "lng")
 ID_SEPARATOR = ";"
 _DECIMAL = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+_DECIMAL_COMMA = re.compile(r"\s*[+-]?\d*,\d+\s*")
 _RANGE = re.compile(
     r"[Mm]ust be greater than or equal to (\S+) and less than or equal to (\S+?)\.?$"
 )
@@ -97,9 +99,10 @@ class Columns(NamedTuple):
 
     by_index: list[tuple[str, str]]  # (kind: field/id/property/unnamed, field or property name)
     shown: dict[str, str]  # field -> the column's name in the header, for messages
+    decimal_comma: bool = False  # numbers may be written 48,8566
 
     @classmethod
-    def of(cls, header: list[str], id_column: str | None) -> "Columns":
+    def of(cls, header: list[str], id_column: str | None, decimal_comma: bool = False) -> "Columns":
         lowered = [name.lower() for name in header]
         wanted = [id_column] if id_column else list(DEFAULT_ID_COLUMNS)
         id_index = next(
@@ -131,11 +134,11 @@ class Columns(NamedTuple):
                 by_index.append(("property", name))
         if properties:
             shown["properties"] = "properties (the other columns)"
-        return cls(by_index, shown)
+        return cls(by_index, shown, decimal_comma)
 
 
 def csv_rows(file: CsvFile, id_column: str | None) -> Rows:
-    columns = Columns.of(file.header, id_column)
+    columns = Columns.of(file.header, id_column, file.decimal_comma)
     return Rows(
         "line",
         (_csv_row(record, columns) for record in file.records),
@@ -162,7 +165,7 @@ def _csv_row(record, columns: Columns) -> Row | BadRow:
         elif kind == "id":
             external_id = cell.strip()
         else:
-            value, problem = _field_value(name, cell)
+            value, problem = _field_value(name, cell, columns.decimal_comma)
             if problem:
                 messages.append(f"{columns.shown[name]}: {problem}")
             else:
@@ -176,11 +179,13 @@ def _csv_row(record, columns: Columns) -> Row | BadRow:
     return Row(record.line, external_id, fields)
 
 
-def _field_value(field: str, cell: str):
+def _field_value(field: str, cell: str, decimal_comma: bool = False):
     """``(value, None)`` for the API, or ``(None, what is wrong)``."""
     if field in REQUIRED and not cell.strip():
         return None, "required"
     if field in ("lat", "lng"):
+        if decimal_comma and _DECIMAL_COMMA.fullmatch(cell):
+            cell = cell.replace(",", ".")
         if not _DECIMAL.fullmatch(cell):
             return None, f"must be a decimal number such as 48.8566, not {cell.strip()!r}"
         return float(cell), None

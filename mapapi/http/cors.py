@@ -14,13 +14,15 @@ refused them, hence these few lines.
 from flask import current_app, g, request
 from werkzeug.exceptions import MethodNotAllowed
 
-from .auth import is_api_request
+from .auth import MCP_PATH, is_api_request
 
 ALLOW_HEADERS = "Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, X-Request-Id"
 EXPOSE_HEADERS = (
     "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, ETag, "
     "X-Request-Id, Idempotent-Replayed"
 )
+#: ``/mcp`` also takes the MCP transport's own headers.
+MCP_ALLOW_HEADERS = ALLOW_HEADERS + ", Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID"
 #: How long a browser may reuse a preflight's answer; Chromium caps it at 2 hours.
 MAX_AGE_SECONDS = 7200
 
@@ -37,11 +39,12 @@ def allowed_origin() -> str | None:
 
 
 def preflight_response():
-    """The 204 answer to a preflight under the API from an allowed origin, or None."""
+    """The 204 answer to a preflight under the API or to ``/mcp`` from an allowed origin, or None."""
+    mcp = request.path == MCP_PATH
     if (
         request.method != "OPTIONS"
         or "Access-Control-Request-Method" not in request.headers
-        or not is_api_request()
+        or not (mcp or is_api_request())
     ):
         return None
     origin = allowed_origin()
@@ -54,7 +57,7 @@ def preflight_response():
     methods = path_methods()
     if methods:
         response.headers["Access-Control-Allow-Methods"] = ", ".join(methods)
-    response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
+    response.headers["Access-Control-Allow-Headers"] = MCP_ALLOW_HEADERS if mcp else ALLOW_HEADERS
     response.headers["Access-Control-Max-Age"] = str(MAX_AGE_SECONDS)
     response.vary.add("Origin")
     return response

@@ -1,10 +1,8 @@
-"""Headers on every response: the request id, and caching rules for the API."""
+"""Request ids (the pipeline gives every answer one), and the API's caching rules."""
 
 import os
 import re
 import threading
-
-from flask import g, request
 
 from .auth import is_api_request
 
@@ -49,17 +47,12 @@ def _forget_random_pool() -> None:
 os.register_at_fork(after_in_child=_forget_random_pool)
 
 
-def assign_request_id() -> None:
-    g.request_id = request_id_for(request.headers.get("X-Request-Id", ""))
-
-
 def request_id_for(sent: str) -> str:
     """The client's ``X-Request-Id`` (``sent``) when it is safe to echo, else a new one."""
     return sent if _CLIENT_REQUEST_ID.fullmatch(sent) else new_request_id()
 
 
 def add_standard_headers(response):
-    response.headers["X-Request-Id"] = g.get("request_id") or new_request_id()
     if is_api_request():
         response.headers["Cache-Control"] = "no-store"
         response.headers["X-Content-Type-Options"] = "nosniff"

@@ -1,10 +1,15 @@
-"""The two request hooks: the steps every request and every response pass."""
+"""The two request hooks: the app's steps for every request and response.
 
-from flask import request
+What every answer gets whoever made it (request id, gzip, metrics, access
+log) is the pipeline's, around the whole app (``pipeline.py``); these hooks
+tell it the route and the account, which only the app knows.
+"""
 
-from . import access_log, auth, compression, cors, etags, headers, idempotency, payload, ratelimit
-from . import request_metrics
+from flask import g, request
+
+from . import auth, cors, etags, headers, idempotency, payload, ratelimit
 from .errors import APIError, error_response
+from .pipeline import record_of
 
 
 def before_request():
@@ -19,8 +24,11 @@ def before_request():
     right after the general rate limit: it carries no key.
     """
     current = request._get_current_object()  # one context lookup for the steps below
-    access_log.start_timer()
-    headers.assign_request_id()
+    record = record_of(current.environ)
+    g.request_id = record.request_id
+    rule = current.url_rule
+    if rule is not None:
+        record.route = rule.rule
     auth.identify()
     ratelimit.check_general_limit()  # 1
     preflight = cors.preflight_response()
@@ -42,13 +50,13 @@ def before_request():
 
 
 def after_request(response):
-    """Every response's headers, its encoding (last: it changes the body), its
-    count in the metrics, its log line."""
+    """Every response's headers; the account that made it, for the access log."""
     response = idempotency.finish(response)
     response = etags.add_etag(response)
     response = ratelimit.add_rate_limit_headers(response)
     response = headers.add_standard_headers(response)
     response = cors.add_cors_headers(response)
-    response = compression.compress(response)
-    response = request_metrics.observe(response)
-    return access_log.log_request(response)
+    account = g.get("account")
+    if account is not None:
+        record_of(request.environ).account_id = account.id
+    return response

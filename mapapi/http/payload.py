@@ -7,6 +7,7 @@ from marshmallow import Schema, ValidationError
 
 from ..contract.loading import Loader
 from ..contract.openapi import current_operation
+from .auth import MCP_PATH
 from .errors import APIError, stringify_keys, validation_error
 
 #: Fields of a created resource that hold a secret shown once (a key's
@@ -14,15 +15,15 @@ from .errors import APIError, stringify_keys, validation_error
 SHOWN_ONCE_FIELDS = ("key", "secret")
 
 
-def json_body() -> dict:
+def json_body(media_types: tuple[str, ...] | None = None) -> dict:
     """The request body as a JSON object, or VALIDATION_ERROR without details.
 
-    Read strictly: the Content-Type must be one the view declares,
-    ``application/json`` unless it says otherwise (parameters allowed), and
+    Read strictly: the Content-Type must be one the view declares (or
+    ``media_types``), ``application/json`` unless it says otherwise (parameters allowed), and
     the bytes valid UTF-8. Reading the body is also where an oversized one
     is refused with 413 (Flask's MAX_CONTENT_LENGTH).
     """
-    media_types = current_operation().body_media_types
+    media_types = media_types or current_operation().body_media_types
     if request.mimetype not in media_types:
         raise validation_error(f"The Content-Type must be {' or '.join(media_types)}.")
     raw = request.get_data(cache=True)
@@ -98,9 +99,10 @@ def without_shown_once(response) -> bytes:
 def check_body_size() -> None:
     """Refuse a declared body over the limit before any id or field is looked at.
 
-    An unknown route or method answers 404/405 first, as the contract orders.
+    An unknown route or method answers 404/405 first, as the contract orders;
+    ``/mcp`` checks the size itself, after the key and the buckets.
     """
-    if request.routing_exception is not None:
+    if request.routing_exception is not None or request.path == MCP_PATH:
         return
     limit = current_app.config["MAX_CONTENT_LENGTH"]
     if request.content_length is not None and request.content_length > limit:

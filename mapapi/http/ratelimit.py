@@ -43,6 +43,10 @@ BUCKET_SETTINGS = {
     "bulk": "RATELIMIT_BULK",
     "sync": "RATELIMIT_SYNC",
 }
+#: Each bucket's name where a client reads it (``GET /rate-limits``, a 429's message).
+PUBLIC_NAMES = {"general": "general", "map-create": "mapCreation", "bulk": "bulk", "sync": "sync"}
+#: Answers what the account has left, and counts against none of its buckets.
+UNCOUNTED_ENDPOINT = "limits.get_rate_limits"
 #: The endpoints that also count against a bucket of their own.
 ROUTE_BUCKETS = {
     "maps.create_map": "map-create",
@@ -182,6 +186,9 @@ def check_general_limit() -> None:
     g.rate_limit_states = []
     if not is_api_request():
         return
+    if request.endpoint == UNCOUNTED_ENDPOINT and g.get("account") is not None:
+        g.rate_limit_states.append(_buckets().state("general", _identity()))
+        return
     if _route_bucket() is None:
         _take("general", _identity())
     else:
@@ -218,6 +225,23 @@ def _route_bucket() -> str | None:
     if upsert is not None and upsert(request.args):
         return "sync"
     return ROUTE_BUCKETS.get(request.endpoint)
+
+
+def bucket_report(identity: str) -> dict:
+    """Every bucket of ``identity`` as it stands, by its public name, counting
+    nothing: limit, remaining, reset (Unix seconds; now when full) and window."""
+    buckets, now = _buckets(), math.ceil(time.time())
+    report = {}
+    for bucket, setting in BUCKET_SETTINGS.items():
+        state = buckets.state(bucket, identity)
+        full = state.remaining >= state.limit
+        report[PUBLIC_NAMES[bucket]] = {
+            "limit": state.limit,
+            "remaining": state.remaining,
+            "reset": now if full else math.ceil(state.reset),
+            "window": current_app.config[setting],
+        }
+    return report
 
 
 def add_rate_limit_headers(response):
@@ -262,4 +286,9 @@ def _take(bucket: str, identity: str) -> None:
 def _refuse(bucket: str, identity: str) -> None:
     g.rate_limit_states.append(_buckets().state(bucket, identity))
     RATE_LIMITED.labels(bucket).inc()
-    raise APIError(429, "RATE_LIMIT_EXCEEDED", f"Too many requests: the {bucket} limit is reached.")
+    window = current_app.config[BUCKET_SETTINGS[bucket]]
+    raise APIError(
+        429,
+        "RATE_LIMIT_EXCEEDED",
+        f"Too many requests: the {PUBLIC_NAMES[bucket]} limit ({window}) is reached.",
+    )

@@ -4,13 +4,10 @@ Labelled by the route template Flask matched (``/api/v1/maps/<map_id>``,
 never the path the client sent; ``unmatched`` for a path no route has), the
 method (``other`` for one the service has no route for) and the status.
 The label children are kept by their labels, so an answer costs a
-dictionary lookup, a count and an observation. It does nothing unless the
-process serves its metrics (``mapapi.metrics.serving``).
+dictionary lookup, a count and an observation. The pipeline (``pipeline.py``)
+counts every answer here while the process serves its metrics
+(``mapapi.metrics.serving``).
 """
-
-import time
-
-from flask import g, request
 
 from .. import metrics
 
@@ -20,24 +17,8 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 _children: dict[tuple[str, str, int], tuple] = {}
 
 
-def observe(response):
-    if not metrics.serving:
-        return response
-    now = time.perf_counter()
-    current = request._get_current_object()  # one context lookup each, for the reads below
-    rule = current.url_rule
-    count(
-        rule.rule if rule is not None else "unmatched",
-        current.method,
-        response.status_code,
-        now - getattr(g._get_current_object(), "started", now),
-    )
-    return response
-
-
 def count(route: str, method: str, status: int, seconds: float) -> None:
-    """One answer counted and timed (the caller checks ``metrics.serving``):
-    ``observe``'s, and that of ``/mcp``'s layer in front of Flask."""
+    """One answer counted and timed (the caller, the pipeline, checks ``metrics.serving``)."""
     method = method if method in METHODS else "other"
     key = (route, method, status)
     children = _children.get(key)

@@ -10,11 +10,11 @@ is not one).
 
 import difflib
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import quote
-
 from functools import cache
+from urllib.parse import quote
 
 API_PREFIX = "/api/v1"
 #: Items a list tool asks for unless the agent says otherwise (the API's
@@ -79,14 +79,19 @@ class Request:
 def checked(tool, arguments: dict | None) -> dict:
     """``arguments`` as the tool takes them, or ArgumentErrors.
 
-    An optional path or query argument given as null is one left out; a
-    body field keeps its null (``categoryId: null`` clears the category).
+    An optional path or query argument given as null is one left out. A
+    body field keeps its null where the API's field takes one
+    (``categoryId: null`` clears the category); where it does not
+    (``description``), null is the field left out: agents send it for "no
+    value". NaN and the infinities are refused wherever they are, as the
+    API refuses them: no encoder may turn them into null on the way.
     """
     arguments = dict(arguments or {})
     for name in tool.optional_arguments:
         if name in arguments and arguments[name] is None:
             del arguments[name]
-    sentences = []
+    arguments = without_null_fields(arguments, tool.checked_schema)
+    sentences = [f"{where(path)}: {NOT_FINITE}" for path in non_finite(arguments)]
     properties = tool.checked_schema["properties"]
     if "body" in arguments and "body" not in properties:
         sentences.append(_wrapped_body(arguments.pop("body"), tool))
@@ -96,6 +101,47 @@ def checked(tool, arguments: dict | None) -> dict:
     if sentences:
         raise ArgumentErrors(list(dict.fromkeys(sentences)))
     return arguments
+
+
+#: What a NaN or an infinity is told.
+NOT_FINITE = "a finite number (NaN and Infinity are not numbers the API takes)"
+
+
+def non_finite(value, path: tuple = ()) -> Iterable[tuple]:
+    """The paths of the NaNs and infinities in ``value``, at any depth."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield path
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            yield from non_finite(item, (*path, name))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from non_finite(item, (*path, index))
+
+
+def without_null_fields(value, schema: dict):
+    """``value`` without the nulls given to fields whose schema takes none,
+    in nested objects and the items of arrays too (a free-form object such
+    as ``properties`` keeps everything: its schema names no fields)."""
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        fields = schema["properties"]
+        return {
+            name: without_null_fields(item, fields.get(name, {}))
+            for name, item in value.items()
+            if item is not None or name not in fields or takes_null(fields[name])
+        }
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [without_null_fields(item, schema["items"]) for item in value]
+    return value
+
+
+def takes_null(schema: dict) -> bool:
+    """Whether a field of ``schema`` may be null (one with no type takes anything)."""
+    if any(key in schema for key in ("anyOf", "oneOf")):
+        return any(takes_null(option) for option in schema.get("anyOf", schema.get("oneOf")))
+    kind = schema.get("type")
+    return kind is None or kind == "null" or (isinstance(kind, list) and "null" in kind)
 
 
 def request_for(tool, arguments: dict) -> Request:

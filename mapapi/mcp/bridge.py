@@ -34,9 +34,10 @@ from werkzeug.wrappers import Response
 
 from ..contract.docs_page import api_document
 from ..contract.jsonprovider import encode
+from ..http.auth import VIA_MCP
 from .arguments import Request
 from .exchange import Exchange, Runners, answer, request_in
-from .remote import Caller
+from .caller import Caller
 from .server import Answer, ToolBox, build_server, listing
 from .sizes import loads
 from .tools import build_tools
@@ -193,6 +194,7 @@ class InProcess:
             "PATH_INFO": call.path,
             "QUERY_STRING": urlencode(call.query),
             "HTTP_X_REQUEST_ID": self.caller.request_id,
+            VIA_MCP: True,
         }
         if self.caller.authorization is not None:
             environ["HTTP_AUTHORIZATION"] = self.caller.authorization

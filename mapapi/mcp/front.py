@@ -6,10 +6,9 @@ and a pass with nothing in it costs about four fifths of a whole
 ``GET /maps/:id`` (benchmarks/RESULTS.md, issue 34). So this WSGI layer, on
 the app's ``wsgi_app``, takes a tool call before Flask sees it: the SDK's
 kernel answers it (``bridge``), its API request is the one pass through
-the pipeline, with every check of the API, and the layer does for the
-``/mcp`` request what the app's hooks do for any request that is not the
-API's: its request id, its gzip, its count in the metrics, its line in the
-access log (``mapapi/http/hooks.py``).
+the app's hooks, with every check of the API. The layer sits inside the
+pipeline (``mapapi/http/pipeline.py``), which gives its answers, as any
+other, their request id, gzip, count in the metrics and access log line.
 
 The layer takes only a ``tools/call`` the SDK's kernel serves (``exchange``)
 in a POST with no ``Origin`` (not a browser's), a declared body within the
@@ -23,18 +22,15 @@ with its answer made, which the view gives once it has checked the key.
 
 import io
 import logging
-import time
 
 from flask import Flask
 from werkzeug.datastructures import EnvironHeaders
 from werkzeug.wrappers import Response
 
-from .. import metrics
-from ..http import access_log, request_metrics
-from ..http.compression import compressed
 from ..http.errors import APIError, error_response
-from ..http.headers import request_id_for
-from .remote import ANSWERED, MCP_PATH, Caller, KeyCheck, bridge, kept_environ
+from ..http.pipeline import record_of
+from .caller import Caller, KeyCheck, kept_environ
+from .remote import ANSWERED, MCP_PATH, bridge
 
 #: The queries the layer reads ``readOnly`` from; the view reads any other.
 READ_ONLY_QUERIES = {"": False, "readOnly=false": False, "readOnly=true": True}
@@ -64,12 +60,9 @@ class Front:
         """The API's ``500 INTERNAL_ERROR`` for an error of the layer's own, logged
         on one line with the request id. The call is not handed to the app:
         its API request may have been made already, and must not be made twice."""
-        request_id = request_id_for(environ.get("HTTP_X_REQUEST_ID", ""))
-        log.exception("unexpected error (request %s)", request_id)
+        log.exception("unexpected error (request %s)", record_of(environ).request_id)
         with self.app.app_context():
-            answer = error_response(APIError(500, "INTERNAL_ERROR", "An unexpected error occurred."))
-        answer.headers["X-Request-Id"] = request_id
-        return answer
+            return error_response(APIError(500, "INTERNAL_ERROR", "An unexpected error occurred."))
 
     def tool_call(self, environ: dict) -> Response | None:
         """The answer to a tool call the layer takes; None to leave the
@@ -84,38 +77,26 @@ class Front:
             or int(length) > self.app.config["MAX_CONTENT_LENGTH"]
         ):
             return None
-        started = time.perf_counter()
         body = environ["wsgi.input"].read(int(length))
         environ["wsgi.input"] = io.BytesIO(body)  # for the app, should it answer
         served = bridge(self.app)
         exchange = served.exchange(EnvironHeaders(environ), body)
         if exchange is None or exchange.method != "tools/call":
             return None
-        request_id = request_id_for(environ.get("HTTP_X_REQUEST_ID", ""))
-        # The app, should it answer, and ``unexpected`` name the API request's id.
-        environ["HTTP_X_REQUEST_ID"] = request_id
+        record = record_of(environ)
         key_check = KeyCheck()
         caller = Caller(
             authorization=environ.get("HTTP_AUTHORIZATION"),
-            request_id=request_id,
+            request_id=record.request_id,
             read_only=read_only,
             environ=kept_environ(environ),
             key_check=key_check,
         )
         answer = served.respond(exchange, environ, body, caller)
         if key_check.refusal is not None:
-            answer = key_check.refusal  # the API's, its request id included
+            answer = key_check.refusal  # the API's
         elif not key_check.passed:
             environ[ANSWERED] = answer
             return None
-        else:
-            answer.headers["X-Request-Id"] = request_id
-        answer = compressed(answer, self.app.config["GZIP_MIN_BYTES"], environ)
-        if metrics.serving:
-            request_metrics.count(MCP_PATH, "POST", answer.status_code, time.perf_counter() - started)
-        if access_log.log.isEnabledFor(logging.INFO):
-            access_log.write_line(
-                "POST", MCP_PATH, answer.status_code, started=started, request_id=request_id,
-                account_id=None, client=environ.get("REMOTE_ADDR"),
-            )  # fmt: skip
+        record.route = MCP_PATH
         return answer

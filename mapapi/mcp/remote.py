@@ -29,15 +29,12 @@ the view gives once it has checked the key.
 """
 
 import threading
-from dataclasses import dataclass
-from functools import cached_property
 
 from flask import Blueprint, Flask, current_app, g, jsonify, request
-from werkzeug.wrappers import Response
-from werkzeug.wsgi import get_current_url
 
 from ..http import auth, cors, ratelimit
-from ..http.errors import validation_error
+from ..http.errors import APIError, validation_error
+from .caller import Caller, KeyCheck, kept_environ
 
 MCP_PATH = "/mcp"
 #: The WSGI environ's entry with the answer ``front`` made to a tool call
@@ -59,64 +56,6 @@ FOREIGN_ORIGIN = {
 bp = Blueprint("mcp", __name__)
 
 
-#: What a tool call's API request keeps of the ``/mcp`` request's WSGI
-#: environ: where the request came in, and from whom.
-KEPT_ENVIRON = (
-    "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "HTTP_HOST", "REMOTE_ADDR", "wsgi.version",
-    "wsgi.url_scheme", "wsgi.errors", "wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once",
-)  # fmt: skip
-
-
-def kept_environ(environ: dict) -> dict:
-    """The entries of ``environ`` a tool call's API request keeps (``KEPT_ENVIRON``)."""
-    return {name: environ[name] for name in KEPT_ENVIRON if name in environ}
-
-
-@dataclass
-class KeyCheck:
-    """A tool call's key check, left to the API requests the call makes."""
-
-    #: The API's answer refusing the key (a 401, or a 403 for an account
-    #: without a plan): the answer to ``/mcp`` too.
-    refusal: Response | None = None
-    #: Whether an API request got past the key's checks.
-    passed: bool = False
-
-    def learn(self, status: int, body, answer) -> None:
-        """What the API's answer (``status``, its JSON ``body``) says of the
-        key; ``answer()`` gives that answer whole."""
-        if self.passed or self.refusal is not None:
-            return
-        if status == 401 or (status == 403 and _error_code(body) != "INSUFFICIENT_SCOPE"):
-            self.refusal = answer()
-        # A 429 or a 5xx may come before the key's check: it tells nothing.
-        elif status != 429 and status < 500:
-            self.passed = True
-
-
-def _error_code(body) -> str | None:
-    error = body.get("error") if isinstance(body, dict) else None
-    return error.get("code") if isinstance(error, dict) else None
-
-
-@dataclass(frozen=True)
-class Caller:
-    """What a tool call's API request needs of the ``/mcp`` request that carried it."""
-
-    authorization: str | None
-    request_id: str
-    read_only: bool
-    #: The WSGI environ's entries in ``KEPT_ENVIRON``.
-    environ: dict
-    #: The key check of a tool call, when the view left it to the API (None: done).
-    key_check: KeyCheck | None = None
-
-    @cached_property
-    def base_url(self) -> str:
-        """The service's address as the caller reached it (for the export's notes)."""
-        return get_current_url(self.environ, host_only=True)
-
-
 @bp.post(MCP_PATH)
 def serve_mcp():
     """The MCP Streamable HTTP transport: one JSON-RPC message in, its answer out."""
@@ -127,6 +66,14 @@ def serve_mcp():
         return answered
     if "Origin" in current.headers and cors.allowed_origin() is None:
         return jsonify(FOREIGN_ORIGIN), 403
+    read_only = _read_only(current.args.getlist("readOnly"))
+    if read_only is None or _too_large(current):
+        # The key, then the buckets, then the query and the body's size.
+        require_key()
+        ratelimit.count_in_general_bucket()
+        if read_only is None:
+            raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
+        raise APIError(413, "PAYLOAD_TOO_LARGE", "The request body is larger than 2 MiB.")
     served = bridge(current_app._get_current_object())
     body = current.get_data()
     exchange = served.exchange(current.headers, body)
@@ -135,11 +82,9 @@ def serve_mcp():
     key_check = KeyCheck() if exchange is not None and exchange.method == "tools/call" else None
     if key_check is None:
         require_key()
-    read_only = READ_ONLY_VALUES.get(current.args.get("readOnly", "false"))
-    if read_only is None:
-        if key_check is not None:
-            require_key()
-        raise validation_error("The query is invalid.", {"readOnly": ["Must be true or false."]})
+        # A read-only grant lists the tools that read; calling one that
+        # writes is the API's INSUFFICIENT_SCOPE, as for a READ_ONLY key.
+        read_only = read_only or not g.get("grant_writes", True)
     environ = current.environ
     caller = Caller(
         authorization=current.headers.get("Authorization"),
@@ -155,6 +100,18 @@ def serve_mcp():
         if not key_check.passed:
             require_key()
     return answer
+
+
+def _read_only(values: list[str]) -> bool | None:
+    """``readOnly`` from the query: left out, or given once as true or false; None otherwise."""
+    if not values:
+        return False
+    return READ_ONLY_VALUES.get(values[0]) if len(values) == 1 else None
+
+
+def _too_large(current) -> bool:
+    length = current.content_length
+    return length is not None and length > current_app.config["MAX_CONTENT_LENGTH"]
 
 
 def require_key() -> None:

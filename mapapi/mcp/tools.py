@@ -15,7 +15,7 @@ POST that answers 201 only creates. The import, which creates or (with
 ``upsert=true``) overwrites, is two tools: ``import_geojson`` and
 ``upsert_geojson``.
 
-Operations on API keys and webhooks get no tool: an agent never manages
+Operations on API keys, webhooks and OAuth grants get no tool: an agent never manages
 credentials or where the account's events are sent.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from .arguments import LIST_PAGE_SIZE, strict_validator
 
 #: Paths under which no tool is made.
-EXCLUDED_PREFIXES = ("/keys", "/webhooks")
+EXCLUDED_PREFIXES = ("/keys", "/webhooks", "/grants")
 
 #: The contract's names where the view's name says it less plainly.
 RENAMED = {
@@ -85,7 +85,6 @@ UNSHOWN_IN_ITEMS = frozenset({"description", "additionalProperties"})
 #: When to reach for a tool, where its summary does not say it.
 GUIDANCE = {
     "list_maps": "Start here to find a map's id.",
-    "list_locations": "Filter rather than read every page.",
     "create_location": "For several places use create_locations.",
     "create_locations": "Each item as create_location takes it, layerIds included.",
     "upsert_locations": (
@@ -105,6 +104,7 @@ GUIDANCE = {
         "Points are [lng, lat]. Each Feature needs an externalId; one the map has "
         "updates that location (keys left out keep their value), others create."
     ),
+    "get_rate_limits": "Call before a long job; it uses up no request.",
     "list_events": (
         "Pass `next` back as `after` to read on; after=latest gives a cursor from now on."
     ),
@@ -162,9 +162,9 @@ class Tool:
 
     @property
     def optional_arguments(self) -> frozenset:
-        """Path and query arguments for which ``null`` means "left out"."""
+        """Path and query arguments (the tool's own too) for which ``null`` means "left out"."""
         required = set(self.checked_schema.get("required", ()))
-        return frozenset(self.path_params + self.query_params) - required
+        return frozenset(self.path_params + self.query_params + self.own_params) - required
 
 
 def tool_name(operation_id: str) -> str:

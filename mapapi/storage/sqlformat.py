@@ -1,7 +1,7 @@
 """Values the database hands back already written as text: timestamps as
 the API writes them and, on SQLite, floats and whole result sets as JSON."""
 
-from sqlalchemy import String
+from sqlalchemy import Boolean, String
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -67,3 +67,180 @@ class json_rows(FunctionElement):
 @compiles(json_rows, "sqlite")
 def _sqlite_rows(element, compiler, **kw):
     return f"json_group_array(json_array({compiler.process(element.clauses, **kw)}))"
+
+
+# --- JSON documents written by the database (a GeoJSON Feature) -------------------
+#
+# SQLite's JSON functions write compact JSON; PostgreSQL's ``json_build_object``
+# writes ``{"a" : 1}`` and ``json_agg`` ``[1, 2]``. On PostgreSQL the
+# documents are therefore put together as text: each value by ``to_json``,
+# the members and items joined without spaces, as SQLite writes them.
+
+
+class json_object(FunctionElement):
+    """A JSON object of alternating keys (``literal_column("'key'")``) and values."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_object"
+
+
+@compiles(json_object)
+def _json_object(element, compiler, **kw):
+    return f"json_object({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_object, "postgresql")
+def _pg_json_object(element, compiler, **kw):
+    parts = list(element.clauses)
+    members = [
+        f"""'"{key.name.strip("'")}":' || {_pg_json_text(value, compiler, **kw)}"""
+        for key, value in zip(parts[::2], parts[1::2], strict=True)
+    ]
+    return "('{' || " + " || ',' || ".join(members) + " || '}')"
+
+
+class json_array(FunctionElement):
+    """A JSON array of its arguments."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_array"
+
+
+@compiles(json_array)
+def _json_array(element, compiler, **kw):
+    return f"json_array({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_array, "postgresql")
+def _pg_json_array(element, compiler, **kw):
+    items = [_pg_json_text(value, compiler, **kw) for value in element.clauses]
+    return "('[' || " + " || ',' || ".join(items) + " || ']')"
+
+
+class json_array_agg(FunctionElement):
+    """An aggregate: its values as a JSON array, in the order the rows come
+    (``[]`` for none); fed from an ordered subquery, both databases keep
+    that order."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_array_agg"
+
+
+@compiles(json_array_agg)
+def _json_group_array(element, compiler, **kw):
+    return f"json_group_array({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_array_agg, "postgresql")
+def _pg_json_array_agg(element, compiler, **kw):
+    (value,) = element.clauses
+    items = f"string_agg({_pg_json_text(value, compiler, **kw)}, ',')"
+    return f"coalesce('[' || {items} || ']', '[]')"
+
+
+class json_float(FunctionElement):
+    """A float column as a JSON number that reads back as the very float
+    stored. PostgreSQL writes the shortest such text itself; SQLite's JSON
+    functions write 15 digits, so the number is written by ``printf``: 15
+    digits when they read back exactly (most coordinates: ``2.3``, not
+    ``2.2999999999999998``), else 17 (see ``exact_float``)."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_float"
+
+
+@compiles(json_float, "postgresql")
+def _pg_json_float(element, compiler, **kw):
+    return f"to_json({compiler.process(element.clauses, **kw)})::text"
+
+
+@compiles(json_float, "sqlite")
+def _sqlite_json_float(element, compiler, **kw):
+    column = compiler.process(element.clauses, **kw)
+    short = f"printf('%!.15g', {column})"
+    return (
+        f"json(CASE WHEN CAST({short} AS REAL) = {column} THEN {short} "
+        f"ELSE printf('%!.17g', {column}) END)"
+    )
+
+
+class json_document(FunctionElement):
+    """JSON text (a stored column, a constant, a subquery's document),
+    embedded as JSON, not as a string."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_document"
+
+
+@compiles(json_document, "postgresql")
+def _pg_json_document(element, compiler, **kw):
+    return f"({compiler.process(element.clauses, **kw)})::text"
+
+
+@compiles(json_document, "sqlite")
+def _sqlite_json_document(element, compiler, **kw):
+    return f"json({compiler.process(element.clauses, **kw)})"
+
+
+_JSON_TEXTS = (json_object, json_array, json_array_agg, json_float, json_document)
+
+
+def _pg_json_text(value, compiler, **kw) -> str:
+    """PostgreSQL: ``value`` as JSON text; a document built here is already."""
+    compiled = compiler.process(value, **kw)
+    if isinstance(value, _JSON_TEXTS):
+        return compiled
+    return f"coalesce(to_json({compiled})::text, 'null')"
+
+
+# --- comparisons as CQL2 means them: case-sensitive, by code point ---------------
+
+
+class code_point_order(FunctionElement):
+    """A text column compared by code point: ``COLLATE "C"`` on PostgreSQL
+    (whose default collation may follow a language's rules); SQLite's
+    BINARY collation is already."""
+
+    type = String()
+    inherit_cache = True
+    name = "code_point_order"
+
+
+@compiles(code_point_order)
+def _code_point_order(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(code_point_order, "postgresql")
+def _pg_code_point_order(element, compiler, **kw):
+    return f'({compiler.process(element.clauses, **kw)}) COLLATE "C"'
+
+
+class like_exactly(FunctionElement):
+    """``column LIKE pattern``, case-sensitive on both databases: SQLite's
+    LIKE ignores the case of ASCII letters, so there it is ``GLOB``.
+
+    Arguments: the column, the pattern for GLOB, the pattern for LIKE (with
+    ``\\`` as its escape character).
+    """
+
+    type = Boolean()
+    inherit_cache = True
+    name = "like_exactly"
+
+
+@compiles(like_exactly)
+def _like_exactly(element, compiler, **kw):
+    column, _glob, like = element.clauses
+    return f"{compiler.process(column, **kw)} LIKE {compiler.process(like, **kw)} ESCAPE '\\'"
+
+
+@compiles(like_exactly, "sqlite")
+def _sqlite_glob(element, compiler, **kw):
+    column, glob, _like = element.clauses
+    return f"{compiler.process(column, **kw)} GLOB {compiler.process(glob, **kw)}"

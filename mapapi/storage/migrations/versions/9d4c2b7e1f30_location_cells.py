@@ -6,7 +6,7 @@ counted from the locations there. The migration runs in one transaction:
 no location is written between the count and the triggers.
 
 Revision ID: 9d4c2b7e1f30
-Revises: c0b2e2a0530f
+Revises: 7d40a0a7c1e5
 Create Date: 2026-12-07 22:00:00.000000
 
 """
@@ -18,7 +18,7 @@ from mapapi.storage.cells import TABLE, create_cell_triggers, fill_cells
 
 # revision identifiers, used by Alembic.
 revision = '9d4c2b7e1f30'
-down_revision = 'c0b2e2a0530f'
+down_revision = '7d40a0a7c1e5'
 branch_labels = None
 depends_on = None
 
