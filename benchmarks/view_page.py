@@ -153,16 +153,23 @@ def seed(base: str, key: str, count: int) -> tuple[str, str]:
     return map_id, layers[0]
 
 
-def measure(browser, base: str, key: str, map_id: str, layer_id: str, count: int) -> dict:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+def opened(context, base: str, key: str, map_id: str):
+    """A page of ``context`` with the key, showing map ``map_id``: the page,
+    the errors it raises, and when it drew the map (ms from navigation)."""
     context.add_init_script(f"sessionStorage.setItem({json.dumps(KEY_ITEM)}, {json.dumps(key)})")
-    context.add_init_script(WATCH_LONG_TASKS)
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{base}/view#map={map_id}")
     page.wait_for_function(DRAWN, timeout=60_000)
     drawn = page.evaluate("() => performance.getEntriesByName('mapapi-view-drawn')[0].startTime")
+    return page, errors, drawn
+
+
+def measure(browser, base: str, key: str, map_id: str, layer_id: str, count: int) -> dict:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_init_script(WATCH_LONG_TASKS)
+    page, errors, drawn = opened(context, base, key, map_id)
     export = page.evaluate(
         """() => performance.getEntriesByType("resource")
               .filter((entry) => entry.name.endsWith("/locations.geojson"))
@@ -196,33 +203,45 @@ def main() -> None:
     if options.clustered:
         clustered_main(options)
         return
+    runs = seeded_runs(
+        options.runs,
+        options.locations,
+        lambda base, key, _folder, count: seed(base, key, count),
+        lambda browser, base, key, map_id, layer_id, _n: measure(
+            browser, base, key, map_id, layer_id, options.locations
+        ),
+    )
+    print(
+        "| run | drawn ms | export ms | export KB (gzip) | longest task ms | switch off ms | switch on ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = [*enumerate(runs, 1)]
+    medians = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+    for label, run in [*rows, ("median", medians)]:
+        print(
+            f"| {label} | {run['drawn_ms']:.0f} | {run['export_ms']:.0f} | {run['export_bytes'] / 1024:.0f} "
+            f"| {run['longest_task_ms']:.0f} | {run['switch_off_ms']:.0f} | {run['switch_on_ms']:.0f} |"
+        )
+
+
+def seeded_runs(runs: int, count: int, seeder, measure_run) -> list[dict]:
+    """``mapapi serve`` on a scratch folder, a map of ``count`` locations made
+    by ``seeder(base, key, folder, count)`` (its id and a layer's), then
+    ``runs`` runs of ``measure_run(browser, base, key, map_id, layer_id, n)``."""
     folder = Path(tempfile.mkdtemp(prefix="mapapi-view-bench-"))
     process = None
     try:
         process, base, key = start_server(folder)
         started = time.monotonic()
-        map_id, layer_id = seed(base, key, options.locations)
-        print(f"seeded {options.locations:,} locations in {time.monotonic() - started:.1f} s")
+        map_id, layer_id = seeder(base, key, folder, count)
+        print(f"seeded {count:,} locations in {time.monotonic() - started:.1f} s")
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
             )
-            runs = [
-                measure(browser, base, key, map_id, layer_id, options.locations)
-                for _ in range(options.runs)
-            ]
+            measured = [measure_run(browser, base, key, map_id, layer_id, n) for n in range(runs)]
             browser.close()
-        print(
-            "| run | drawn ms | export ms | export KB (gzip) | longest task ms | switch off ms | switch on ms |"
-        )
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        rows = [*enumerate(runs, 1)]
-        medians = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
-        for label, run in [*rows, ("median", medians)]:
-            print(
-                f"| {label} | {run['drawn_ms']:.0f} | {run['export_ms']:.0f} | {run['export_bytes'] / 1024:.0f} "
-                f"| {run['longest_task_ms']:.0f} | {run['switch_off_ms']:.0f} | {run['switch_on_ms']:.0f} |"
-            )
+        return measured
     finally:
         if process is not None:
             process.send_signal(signal.SIGTERM)
@@ -269,13 +288,7 @@ def until_redrawn(page, act) -> float:
 
 def measure_clustered(browser, base: str, key: str, map_id: str, layer_id: str, screenshot) -> dict:
     context = browser.new_context(viewport=BIG_WINDOW)
-    context.add_init_script(f"sessionStorage.setItem({json.dumps(KEY_ITEM)}, {json.dumps(key)})")
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{base}/view#map={map_id}")
-    page.wait_for_function(DRAWN, timeout=60_000)
-    drawn = page.evaluate("() => performance.getEntriesByName('mapapi-view-drawn')[0].startTime")
+    page, errors, drawn = opened(context, base, key, map_id)
     discs = page.locator(".cluster").count()
     if screenshot:
         page.screenshot(path=str(screenshot))
@@ -323,38 +336,25 @@ def measure_clustered(browser, base: str, key: str, map_id: str, layer_id: str, 
 
 
 def clustered_main(options) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="mapapi-view-bench-"))
-    process = None
-    try:
-        process, base, key = start_server(folder)
-        started = time.monotonic()
-        map_id, layer_id = seed_clustered(base, key, folder, options.clustered)
-        print(f"seeded {options.clustered:,} locations in {time.monotonic() - started:.1f} s")
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
-            )
-            runs = [
-                measure_clustered(browser, base, key, map_id, layer_id, options.screenshot if n == 0 else None)
-                for n in range(options.runs)
-            ]
-            browser.close()
-        names = list(runs[0])
-        print("| run | " + " | ".join(names) + " |")
-        print("|---|" + "---:|" * len(names))
-        medians = {name: statistics.median(run[name] for run in runs) for name in names}
-        for label, run in [*enumerate(runs, 1), ("median", medians)]:
-            print(f"| {label} | " + " | ".join(f"{run[name]:.0f}" for name in names) + " |")
-        worst = max(run["pan_max_ms"] for run in runs), max(run["zoom_max_ms"] for run in runs)
-        print(
-            f"first picture: median {medians['drawn_ms']:.0f} ms (target 2000); slowest pan "
-            f"{worst[0]:.0f} ms, slowest zoom {worst[1]:.0f} ms (target 1000)"
-        )
-    finally:
-        if process is not None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=30)
-        shutil.rmtree(folder, ignore_errors=True)
+    runs = seeded_runs(
+        options.runs,
+        options.clustered,
+        seed_clustered,
+        lambda browser, base, key, map_id, layer_id, n: measure_clustered(
+            browser, base, key, map_id, layer_id, options.screenshot if n == 0 else None
+        ),
+    )
+    names = list(runs[0])
+    print("| run | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    medians = {name: statistics.median(run[name] for run in runs) for name in names}
+    for label, run in [*enumerate(runs, 1), ("median", medians)]:
+        print(f"| {label} | " + " | ".join(f"{run[name]:.0f}" for name in names) + " |")
+    worst = max(run["pan_max_ms"] for run in runs), max(run["zoom_max_ms"] for run in runs)
+    print(
+        f"first picture: median {medians['drawn_ms']:.0f} ms (target 2000); slowest pan "
+        f"{worst[0]:.0f} ms, slowest zoom {worst[1]:.0f} ms (target 1000)"
+    )
 
 
 if __name__ == "__main__":
