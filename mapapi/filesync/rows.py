@@ -14,8 +14,9 @@ categories, tags and layers) are the plan's.
 A CSV file speaks for the fields it has columns for: a location's other
 fields are left as they are. Its cells are read as text: ``lat`` and ``lng``
 as decimal numbers (with a decimal comma too, ``48,8566``, in a file whose
-cells are separated by ``;`` or tabs, as spreadsheets export it), ``tagIds`` and ``layerIds`` as ids separated by ``;``,
-an empty ``categoryId`` as none; every other column is the location's
+cells are separated by ``;`` or tabs, as spreadsheets export it),
+``tagIds`` and ``layerIds`` as ids separated by ``;``, an empty
+``categoryId`` as none; every other column is the location's
 ``properties``, each non-empty cell a string under the column's name.
 A GeoJSON Feature is read, and checked, as the import reads it.
 """
