@@ -163,12 +163,18 @@ def seed(database_url: str, count: int) -> tuple[str, str]:
     """An account, its key and one map of ``count`` locations: ``(secret, map id)``."""
     import random
 
+    from mapapi.config import engine_options
     from mapapi.extensions import db
     from mapapi.services import accounts
     from mapapi.services.keys import issue_key
 
     started = time.monotonic()
-    app = make_app(database_url)
+    # The service's PostgreSQL time-outs (statements of 30 s, 10 s without
+    # an answer) are for requests, not for one insert of 100,000 rows on a
+    # loaded machine.
+    options = engine_options(database_url, 1)
+    options.pop("connect_args", None)
+    app = make_app(database_url, SQLALCHEMY_ENGINE_OPTIONS=options)
     create_schema(app)
     with app.app_context():
         account = accounts.create_account("bench@example.com", "pro")
