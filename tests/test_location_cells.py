@@ -96,6 +96,18 @@ def test_the_poles_and_the_antimeridian_have_their_cells(app, api):
     assert cells[(16, side // 2, 0)][0] == 1
 
 
+def test_the_smallest_latitudes_are_the_equators_row(app, api):
+    """5e-324 is a valid latitude: it must not make the cells' arithmetic fail."""
+    map_id = make_map(api)["id"]
+    for lat, lng in ((5e-324, 5e-324), (-5e-324, 1e-310), (1e-300, -1e-320)):
+        make_location(api, map_id, lat=lat, lng=lng)
+    cells = assert_in_step(app, map_id)
+    side = 1 << 18
+    assert sum(values[0] for (level, _x, y), values in cells.items() if level == 16 and y == side // 2) == 3
+    answer = api.get(f"/maps/{map_id}/locations/clusters?bbox=-1,-1,1,1&zoom=3")
+    assert answer.status_code == 200 and answer.json["data"]["total"] == 3
+
+
 def test_a_deleted_map_takes_its_cells_and_a_layer_change_moves_nothing(app, api):
     map_id, other = make_map(api)["id"], make_map(api)["id"]
     layer = make_layer(api, map_id)["id"]

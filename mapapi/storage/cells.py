@@ -72,7 +72,9 @@ def cell_x_sql(lng: str, zoom: int) -> str:
 def cell_y_sql(lat: str, zoom: int) -> str:
     """The SQL of the cell row at ``zoom`` of the latitude ``lat`` (row 0 is the north)."""
     n = cells_a_side(zoom)
-    phi = f"({lat} * pi() / 180.0)"
+    # A latitude below 1e-300 is the equator's row anyway; PostgreSQL refuses
+    # to round a product to zero ("value out of range: underflow").
+    phi = f"((CASE WHEN abs({lat}) < 1e-300 THEN 0.0 ELSE {lat} END) * pi() / 180.0)"
     mercator = f"(1.0 - ln(tan({phi}) + 1.0 / cos({phi})) / pi()) / 2.0"
     return (
         f"(CASE WHEN {lat} >= {_EDGE_LAT} THEN 0 WHEN {lat} <= -{_EDGE_LAT} THEN {n - 1}"
