@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 import requests
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
@@ -282,13 +283,19 @@ def until_redrawn(page, act) -> float:
     before = page.evaluate(REDRAWS)
     started = time.monotonic()
     act()
-    page.wait_for_function(f"() => ({REDRAWS})() > {before}", timeout=30_000)
+    try:
+        page.wait_for_function(f"() => ({REDRAWS})() > {before}", timeout=30_000)
+    except PlaywrightTimeout:
+        message = page.inner_text("#message")
+        print(f"no redraw within 30 s (the page says: {message!r})", file=sys.stderr, flush=True)
+        return float("inf")
     return (time.monotonic() - started) * 1000
 
 
 def measure_clustered(browser, base: str, key: str, map_id: str, layer_id: str, screenshot) -> dict:
     context = browser.new_context(viewport=BIG_WINDOW)
     page, errors, drawn = opened(context, base, key, map_id)
+    print(f"first picture in {drawn:.0f} ms", file=sys.stderr, flush=True)
     discs = page.locator(".cluster").count()
     if screenshot:
         page.screenshot(path=str(screenshot))
