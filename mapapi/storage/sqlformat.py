@@ -1,7 +1,7 @@
 """Values the database hands back already written as text: timestamps as
 the API writes them and, on SQLite, floats and whole result sets as JSON."""
 
-from sqlalchemy import Boolean, String
+from sqlalchemy import Boolean, Integer, String
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -187,7 +187,100 @@ def _sqlite_json_document(element, compiler, **kw):
     return f"json({compiler.process(element.clauses, **kw)})"
 
 
-_JSON_TEXTS = (json_object, json_array, json_array_agg, json_float, json_document)
+class json_texts_agg(FunctionElement):
+    """An aggregate: JSON texts (documents built by the database) joined into
+    one JSON array's text, in the order the rows come (``[]`` for none),
+    without parsing them again; fed from an ordered subquery, as
+    ``json_array_agg``."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_texts_agg"
+
+
+@compiles(json_texts_agg)
+def _json_texts_agg(element, compiler, **kw):
+    return f"coalesce('[' || group_concat({compiler.process(element.clauses, **kw)}, ',') || ']', '[]')"
+
+
+@compiles(json_texts_agg, "postgresql")
+def _pg_json_texts_agg(element, compiler, **kw):
+    return (
+        f"coalesce('[' || string_agg({compiler.process(element.clauses, **kw)}, ',') || ']', '[]')"
+    )
+
+
+class json_bool(FunctionElement):
+    """A boolean column as JSON ``true`` or ``false`` (SQLite holds 1 and 0)."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_bool"
+
+
+@compiles(json_bool)
+def _json_bool(element, compiler, **kw):
+    return f"json(CASE WHEN {compiler.process(element.clauses, **kw)} THEN 'true' ELSE 'false' END)"
+
+
+@compiles(json_bool, "postgresql")
+def _pg_json_bool(element, compiler, **kw):
+    return f"(CASE WHEN {compiler.process(element.clauses, **kw)} THEN 'true' ELSE 'false' END)"
+
+
+# The range where both databases write a float without an exponent, as
+# orjson does: there the shortest digits that read back are the same text.
+_PLAIN_FLOAT = "({c} = 0 OR (abs({c}) >= 0.0001 AND abs({c}) < 1e15))"
+
+
+class api_float(FunctionElement):
+    """A float column as the JSON number the API's encoder (orjson) writes
+    for it: the shortest digits that read back as the very float stored,
+    with ``.0`` when whole; exact where ``api_float_written`` holds (no
+    exponent: coordinates, which are at most 180, unless below 0.0001).
+    SQLite's ``printf`` is asked for 15, then 16, then 17 digits (see
+    ``exact_float`` for how far 17 are exact)."""
+
+    type = String()
+    inherit_cache = True
+    name = "api_float"
+
+
+@compiles(api_float, "sqlite")
+def _sqlite_api_float(element, compiler, **kw):
+    column = compiler.process(element.clauses, **kw)
+    digits = [f"printf('%!.{n}g', {column})" for n in (15, 16)]
+    return (
+        f"json(CASE WHEN CAST({digits[0]} AS REAL) = {column} THEN {digits[0]} "
+        f"WHEN CAST({digits[1]} AS REAL) = {column} THEN {digits[1]} "
+        f"ELSE printf('%!.17g', {column}) END)"
+    )
+
+
+@compiles(api_float, "postgresql")
+def _pg_api_float(element, compiler, **kw):
+    text = f"({compiler.process(element.clauses, **kw)})::text"
+    return f"(CASE WHEN strpos({text}, '.') = 0 THEN {text} || '.0' ELSE {text} END)"
+
+
+class api_float_written(FunctionElement):
+    """Whether ``api_float`` writes the column exactly as the API's encoder: 1 or 0."""
+
+    type = Integer()
+    inherit_cache = True
+    name = "api_float_written"
+
+
+@compiles(api_float_written)
+def _api_float_written(element, compiler, **kw):
+    condition = _PLAIN_FLOAT.format(c=compiler.process(element.clauses, **kw))
+    return f"(CASE WHEN {condition} THEN 1 ELSE 0 END)"
+
+
+_JSON_TEXTS = (
+    json_object, json_array, json_array_agg, json_float, json_document, json_texts_agg, json_bool,
+    api_float,
+)  # fmt: skip
 
 
 def _pg_json_text(value, compiler, **kw) -> str:
