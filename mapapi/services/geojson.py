@@ -30,6 +30,7 @@ from ..storage.sqlformat import (
     json_document,
     json_float,
     json_object,
+    json_text_object,
     json_texts_agg,
 )
 from .location_filters import Selection
@@ -49,11 +50,11 @@ def array_in_order(column, where, order_by, aggregate=json_array_agg):
     return json_document(select(aggregate(ordered.c.value)).scalar_subquery())
 
 
-def members(*pairs):
-    """``json_object`` of ``(key, value)`` pairs; keys written into the SQL."""
-    return json_object(
-        *(part for key, value in pairs for part in (literal_column(f"'{key}'"), value))
-    )
+def members(*pairs, joined=False):
+    """``json_object`` of ``(key, value)`` pairs; keys written into the SQL.
+    ``joined``: ``json_text_object``, whose documents inside are not parsed again."""
+    kind = json_text_object if joined else json_object
+    return kind(*(part for key, value in pairs for part in (literal_column(f"'{key}'"), value)))
 
 
 def _constant(text: str):

@@ -100,6 +100,35 @@ def _pg_json_object(element, compiler, **kw):
     return "('{' || " + " || ',' || ".join(members) + " || '}')"
 
 
+class json_text_object(FunctionElement):
+    """``json_object`` put together as text on both databases: on SQLite too,
+    each member's text is joined as it is, so a document inside (a stored
+    ``properties``, a subquery's array) is not parsed again to be embedded."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_text_object"
+
+
+@compiles(json_text_object)
+def _json_text_object(element, compiler, **kw):
+    return _joined_members(element, _sqlite_json_text, compiler, **kw)
+
+
+@compiles(json_text_object, "postgresql")
+def _pg_json_text_object(element, compiler, **kw):
+    return _joined_members(element, _pg_json_text, compiler, **kw)
+
+
+def _joined_members(element, text_of, compiler, **kw) -> str:
+    parts = list(element.clauses)
+    members = [
+        f"""'"{key.name.strip("'")}":' || {text_of(value, compiler, **kw)}"""
+        for key, value in zip(parts[::2], parts[1::2], strict=True)
+    ]
+    return "('{' || " + " || ',' || ".join(members) + " || '}')"
+
+
 class json_array(FunctionElement):
     """A JSON array of its arguments."""
 
@@ -183,8 +212,14 @@ def _pg_json_document(element, compiler, **kw):
 
 
 @compiles(json_document, "sqlite")
-def _sqlite_json_document(element, compiler, **kw):
-    return f"json({compiler.process(element.clauses, **kw)})"
+def _sqlite_json_document(element, compiler, json_unwrapped=False, **kw):
+    return _json_of(compiler.process(element.clauses, **kw), json_unwrapped)
+
+
+def _json_of(text: str, unwrapped: bool) -> str:
+    """SQLite: ``json(text)``, embedded by its JSON functions as JSON; or the
+    text itself, for ``json_text_object`` to join."""
+    return text if unwrapped else f"json({text})"
 
 
 class json_texts_agg(FunctionElement):
@@ -219,8 +254,9 @@ class json_bool(FunctionElement):
 
 
 @compiles(json_bool)
-def _json_bool(element, compiler, **kw):
-    return f"json(CASE WHEN {compiler.process(element.clauses, **kw)} THEN 'true' ELSE 'false' END)"
+def _json_bool(element, compiler, json_unwrapped=False, **kw):
+    column = compiler.process(element.clauses, **kw)
+    return _json_of(f"(CASE WHEN {column} THEN 'true' ELSE 'false' END)", json_unwrapped)
 
 
 @compiles(json_bool, "postgresql")
@@ -247,14 +283,15 @@ class api_float(FunctionElement):
 
 
 @compiles(api_float, "sqlite")
-def _sqlite_api_float(element, compiler, **kw):
+def _sqlite_api_float(element, compiler, json_unwrapped=False, **kw):
     column = compiler.process(element.clauses, **kw)
     digits = [f"printf('%!.{n}g', {column})" for n in (15, 16)]
-    return (
-        f"json(CASE WHEN CAST({digits[0]} AS REAL) = {column} THEN {digits[0]} "
+    text = (
+        f"(CASE WHEN CAST({digits[0]} AS REAL) = {column} THEN {digits[0]} "
         f"WHEN CAST({digits[1]} AS REAL) = {column} THEN {digits[1]} "
         f"ELSE printf('%!.17g', {column}) END)"
     )
+    return _json_of(text, json_unwrapped)
 
 
 @compiles(api_float, "postgresql")
@@ -278,8 +315,8 @@ def _api_float_written(element, compiler, **kw):
 
 
 _JSON_TEXTS = (
-    json_object, json_array, json_array_agg, json_float, json_document, json_texts_agg, json_bool,
-    api_float,
+    json_object, json_text_object, json_array, json_array_agg, json_float, json_document,
+    json_texts_agg, json_bool, api_float,
 )  # fmt: skip
 
 
@@ -289,6 +326,17 @@ def _pg_json_text(value, compiler, **kw) -> str:
     if isinstance(value, _JSON_TEXTS):
         return compiled
     return f"coalesce(to_json({compiled})::text, 'null')"
+
+
+def _sqlite_json_text(value, compiler, **kw) -> str:
+    """SQLite: ``value`` as JSON text to join: a document's own text, not
+    parsed again by ``json()``; any other value by ``json_quote``."""
+    if isinstance(value, json_document | json_bool | api_float):
+        return compiler.process(value, json_unwrapped=True, **kw)
+    compiled = compiler.process(value, **kw)
+    if isinstance(value, _JSON_TEXTS):
+        return compiled
+    return f"json_quote({compiled})"
 
 
 # --- comparisons as CQL2 means them: case-sensitive, by code point ---------------
