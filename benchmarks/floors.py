@@ -34,11 +34,23 @@ from pathlib import Path
 
 from harness.answers import check_same_answers
 from harness.data import database_for, seed_database
-from harness.load import ensure_wrk, measure_in_turn, measure_scenario, turn_ratios, write_request_file
+from harness.load import (
+    ensure_wrk,
+    measure_in_turn,
+    measure_scenario,
+    turn_ratios,
+    write_request_file,
+)
 from harness.report import code_description, load_average, machine_description
 from harness.scenarios import build_scenarios, sent_to
-from harness.servers import Processes, start_app_server, start_floor_server, start_reference
-from harness.servers import server_environment, stop_server
+from harness.servers import (
+    Processes,
+    server_environment,
+    start_app_server,
+    start_floor_server,
+    start_reference,
+    stop_server,
+)
 from harness.settings import SERVER_THREADS, progress
 
 #: (mapapi's scenario, the floor that does its work, the target of req/s and of CPU).

@@ -1,5 +1,8 @@
 """Locations as GeoJSON Features, written by the database: the export's
-streamed FeatureCollection and the pages of ``/ogcapi``'s items.
+streamed FeatureCollection and the pages of ``/ogcapi``'s items. The list's
+pages of locations (``location_reads``) are written with the same
+functions (``members``, ``array_in_order``, ``documents_page``) in the
+API's Location shape.
 
 Each Feature's JSON text is built by the database in the statement that
 selects it (SQLite's ``json_object``, PostgreSQL's ``json_build_object``),

@@ -1,5 +1,11 @@
 """Locations read for a response: rows turned straight into its JSON.
 
+A page of the list is one JSON value the database writes
+(``LOCATION_DOCUMENT``, through the export's functions in ``geojson.py``):
+Python only puts it in the envelope. Where the database cannot write a
+coordinate exactly as the API's encoder does (below 0.0001, where both
+write an exponent), that page is read as rows and dumped here, below.
+
 A page of 100 locations with their tags and layers is the API's heaviest
 read. Through the ORM it built some 400 objects and parsed every timestamp
 and ``properties`` document only to write them out again. Here Core
