@@ -37,7 +37,7 @@ from harness.data import database_for, seed_database
 from harness.load import (
     ensure_wrk,
     measure_in_turn,
-    measure_scenario,
+    measurer,
     turn_ratios,
     write_request_file,
 )
@@ -100,13 +100,7 @@ def measure_backend(backend: str, options, wrk: str, workdir: Path, processes) -
         try:
             check_same_answers(servers["app"], servers, mine + theirs)
             files = {s.key: write_request_file(s, workdir) for s in mine + theirs}
-
-            def measure(scenario, tag, warmup, duration):
-                return measure_scenario(
-                    wrk, options, scenario, servers[scenario.server], files[scenario.key],
-                    (warmup, duration), processes, f"{backend} {tag}",
-                )  # fmt: skip
-
+            measure = measurer(wrk, options, servers, files, processes, backend)
             rows = []
             for (key, floor, target), scenario, copy in zip(PAIRS, mine, theirs, strict=True):
                 (_, ours), (_, floors) = measure_in_turn([scenario, copy], 1, options, measure, key)
