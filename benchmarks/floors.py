@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -122,14 +123,18 @@ def measure_backend(backend: str, options, wrk: str, workdir: Path, processes) -
     return rows
 
 
-def print_rows(rows: list[dict], options, load_before: str) -> bool:
-    print(f"\nmapapi against its floors: wrk in turns of 1 s, waitress {SERVER_THREADS} threads")
+def print_header(options, load_before: str) -> None:
+    print(f"mapapi against its floors: wrk in turns of 1 s, waitress {SERVER_THREADS} threads")
     print(f"machine: {machine_description()}")
-    print(f"load average (1/5/15 min) before {load_before}, after {load_average()}")
-    print(f"code: {code_description()}; served: {options.source or 'this checkout'}\n")
+    print(f"code: {code_description()}; served: {options.source or 'this checkout'}")
+    print(f"load average (1/5/15 min) at the start {load_before}\n")
     print("| db | scenario | floor | mapapi req/s | floor req/s | req/s ratio | "
           "mapapi CPU ms/req | floor CPU ms/req | CPU ratio (floor/mapapi) | target |")  # fmt: skip
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|", flush=True)
+
+
+def print_rows(rows: list[dict]) -> bool:
+    """One database's rows (as soon as it is measured); whether all met their target."""
     met = True
     for row in rows:
         passed = min(row["rps_ratio"], row["cpu_ratio"]) >= row["target"] and not row["unexpected"]
@@ -141,29 +146,30 @@ def print_rows(rows: list[dict], options, load_before: str) -> bool:
             f"≥ {row['target']:.2f}: {'PASS' if passed else 'FAIL'}"
             f"{' (unexpected answers: ' + str(row['unexpected']) + ')' if row['unexpected'] else ''} |"
         )
+    print(f"(load average after {row['backend']}: {load_average()})", flush=True)
     return met
 
 
 def main(argv=None) -> int:
     options = parse_options(argv)
     wrk = ensure_wrk()
-    load_before = load_average()
     processes = Processes()
     backends = ["sqlite"]
     if os.environ.get("MAPAPI_DATABASE_URL", "").startswith("postgresql") and not options.sqlite_only:
         backends.append("postgresql")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop every process on the way out
+    print_header(options, load_average())
+    rows, met = [], True
     try:
         with tempfile.TemporaryDirectory(prefix="mapapi-floors-") as folder:
-            rows = [
-                row
-                for backend in backends
-                for row in measure_backend(backend, options, wrk, Path(folder), processes)
-            ]
+            for backend in backends:
+                measured = measure_backend(backend, options, wrk, Path(folder), processes)
+                met &= print_rows(measured)
+                rows += measured
     finally:
         processes.stop_all()
-    met = print_rows(rows, options, load_before)
-    if options.json:
-        options.json.write_text(json.dumps(rows, indent=2))
+        if options.json:
+            options.json.write_text(json.dumps(rows, indent=2))
     return 0 if met else 1
 
 
