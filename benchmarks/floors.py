@@ -69,6 +69,7 @@ def parse_options(argv=None):
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (16)")
     parser.add_argument("--wrk-threads", type=int, default=2, help="wrk threads (2)")
     parser.add_argument("--sqlite-only", action="store_true", help="skip PostgreSQL")
+    parser.add_argument("--postgresql-only", action="store_true", help="skip SQLite")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     parser.add_argument(
         "--source",
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
     options = parse_options(argv)
     wrk = ensure_wrk()
     processes = Processes()
-    backends = ["sqlite"]
+    backends = [] if options.postgresql_only else ["sqlite"]
     if os.environ.get("MAPAPI_DATABASE_URL", "").startswith("postgresql") and not options.sqlite_only:
         backends.append("postgresql")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop every process on the way out
