@@ -8,7 +8,7 @@ from . import config as settings
 from .api import register_blueprints
 from .api.health import bp as health_bp
 from .app_base import create_base_app
-from .cli import register_commands
+from .commands import register_commands
 from .contract.docs_page import bp as reference_bp
 from .contract.jsonprovider import OrjsonProvider
 from .http import hooks, idempotency, ratelimit, refused_keys

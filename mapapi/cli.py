@@ -18,24 +18,7 @@ import sys
 import click
 
 from . import __version__
-from .commands import COMMANDS, DESCRIPTION, Listed, load
-from .commands.refusals import SettingRefused
-
-
-#: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
-#: whole group (writing migrations too), with ``db backup`` added.
-FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "grants", "events")
-
-
-def register_commands(app) -> None:
-    """``flask --app mapapi``: the operator's commands beside Flask's own."""
-    from flask_migrate.cli import db as migrate_group
-
-    from .commands.database import backup_command
-
-    for name in FLASK_COMMANDS:
-        app.cli.add_command(load(name))
-    migrate_group.add_command(backup_command)
+from .commands import COMMANDS, DESCRIPTION, FLASK_COMMANDS, Listed, load
 
 
 def script_info(kind: str):
@@ -43,6 +26,7 @@ def script_info(kind: str):
     from flask.cli import ScriptInfo
 
     def create_app():
+        from .commands.refusals import SettingRefused
         from .config import SettingError
 
         try:

@@ -37,7 +37,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from . import __version__
+from .delivery.claims import due_attempt
 from .extensions import db
+from .services.events import RECORDED_EVENTS
 from .timeutil import utcnow
 
 log = logging.getLogger(__name__)
@@ -109,18 +111,14 @@ def start_at_zero(counter: Counter, values) -> None:
         counter.labels(value)
 
 
-def count_events(session, types) -> None:
-    """Events of ``types`` written in ``session``'s transaction: counted when it commits."""
-    session.info.setdefault("recorded_events", []).extend(types)
-
-
 def _events_committed(session) -> None:
-    for type_ in session.info.pop("recorded_events", ()):
+    """The events a transaction wrote (``services.events`` notes their types), counted once it commits."""
+    for type_ in session.info.pop(RECORDED_EVENTS, ()):
         EVENTS.labels(type_).inc()
 
 
 def _events_dropped(session, *_args) -> None:
-    session.info.pop("recorded_events", None)
+    session.info.pop(RECORDED_EVENTS, None)
 
 
 sqlalchemy_event.listen(db.session, "after_commit", _events_committed)
@@ -170,9 +168,6 @@ class StateCollector:
     @staticmethod
     def _due_attempts() -> tuple[int, float]:
         """By the deliverers' own rule (``claims.due_attempt``)."""
-        # Late: claims imports the events service, which imports this module.
-        from .delivery.claims import due_attempt
-
         now = utcnow()
         due, condition = due_attempt()
         with db.engine.connect() as connection:

@@ -63,3 +63,30 @@ def test_every_value_of_the_environment_file_is_one_mapapi_takes(monkeypatch, tm
     assert app.config["BOOTSTRAP"] is False
     assert app.config["TRUSTED_PROXIES"] == 1
     assert app.config["RATELIMIT_GENERAL"] == "1000 per hour"
+
+
+def test_the_admin_wrapper_reads_the_file_as_systemd_does_not_with_a_shell(tmp_path):
+    import json
+    import os
+    import sys
+
+    from mapapi.envfile import parse_environment
+
+    text = DEPLOY.read_text()
+    (wrapper,) = re.findall(r"^exec runuser .*$", text, re.M)
+    assert "-m mapapi.envfile /etc/mapapi/env" in wrapper and ". /etc/mapapi/env" not in wrapper
+    assert "mapapi-admin config check --env-file /etc/mapapi/env" in text
+    assert parse_environment(environment_file()) == read_as_systemd(environment_file())
+    path = tmp_path / "env"
+    path.write_text(environment_file() + "MAPAPI_BOOTSTRAP=0 # an inline comment\n")
+    show = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('MAPAPI_')}))"
+    own = "MAPAPI_" + "OWN_VARIABLE"  # the caller's own: not the unit's
+    env = {**os.environ, own: "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mapapi.envfile", str(path), sys.executable, "-c", show],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    seen = json.loads(done.stdout)
+    assert seen == parse_environment(path.read_text())
+    assert seen["MAPAPI_BOOTSTRAP"] == "0 # an inline comment"  # as systemd: then refused by mapapi
+    assert own not in seen

@@ -20,6 +20,7 @@ from mapapi.storage.models import ApiKey
 from mapapi.timeutil import utcnow
 
 from .factories import make_category, make_layer, make_location, make_map, make_tag
+from .oauth_flow import connect
 
 API = "/api/v1"
 SKIPPED_METHODS = {"HEAD", "OPTIONS"}
@@ -39,6 +40,7 @@ ID_KINDS = {
     "layer_id": "layer",
     "key_id": "key",
     "webhook_id": "webhook",
+    "grant_id": "grant",
 }
 
 #: A body per write route that the owner's request would accept (checked at
@@ -133,8 +135,8 @@ def fill(rule: str, ids: dict[str, str]) -> str:
 
 
 def own_everything(api) -> dict[str, str]:
-    """One map with a category, tag, layer and a location on all three, a key
-    and a webhook endpoint."""
+    """One map with a category, tag, layer and a location on all three, a key,
+    a webhook endpoint and an OAuth grant."""
     map_id = make_map(api, title="A's map")["id"]
     category = make_category(api, map_id)["id"]
     tag = make_tag(api, map_id)["id"]
@@ -145,6 +147,8 @@ def own_everything(api) -> dict[str, str]:
     assert response.status_code == 200, response.get_json()
     key = api.created("/keys", {"name": "A's other key", "scope": "READ_ONLY"})["id"]
     webhook = api.created("/webhooks", {"url": "https://93.184.215.14/a", "events": ["*"]})["id"]
+    connect(api.client, api.key)
+    (grant,) = api.get("/grants").get_json()["data"]["grants"]
     return {
         "map": map_id,
         "category": category,
@@ -153,6 +157,7 @@ def own_everything(api) -> dict[str, str]:
         "location": location,
         "key": key,
         "webhook": webhook,
+        "grant": grant["id"],
     }
 
 

@@ -1,5 +1,7 @@
 """OAuth for /mcp: discovery, registration, approval, tokens, grants."""
 
+from datetime import UTC, datetime
+
 import pytest
 from sqlalchemy import text
 
@@ -323,3 +325,30 @@ def test_a_client_id_metadata_document_is_fetched_only_under_the_webhooks_rules(
     page = client.get(authorize_url(client_id, pkce()[1]))
     assert page.status_code == 400 and "Location" not in page.headers
     assert says in page.get_data(as_text=True)
+
+
+def test_a_registered_client_unused_for_30_days_is_forgotten(app, client, key):
+    stale = register(client, name="Stale")
+    kept = connect(client, key)["client_id"]
+    with app.app_context():
+        db.session.execute(
+            text("UPDATE oauth_clients SET last_used_at = :then"), {"then": datetime(2020, 1, 1)}
+        )
+        db.session.execute(text("UPDATE oauth_clients SET last_used_at = :now WHERE client_id = :kept"),
+                           {"now": datetime.now(UTC).replace(tzinfo=None), "kept": kept})  # fmt: skip
+        db.session.commit()
+    register(client, name="Newcomer")  # registrations sweep the forgotten ones
+    page = client.get(authorize_url(stale, pkce()[1]))
+    assert page.status_code == 400 and "not known here" in page.get_data(as_text=True)
+    assert client.get(authorize_url(kept, pkce()[1])).status_code == 200
+
+
+def test_a_code_older_than_60_seconds_is_refused(app, client, key):
+    client_id = register(client)
+    verifier, challenge = pkce()
+    code = code_of(approve(client, authorize_url(client_id, challenge), key))
+    with app.app_context():
+        db.session.execute(text("UPDATE oauth_codes SET expires_at = :then"), {"then": datetime(2020, 1, 1)})
+        db.session.commit()
+    late = exchange(client, client_id, code, verifier)
+    assert late.status_code == 400 and late.get_json()["error"] == "invalid_grant"

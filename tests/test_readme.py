@@ -46,6 +46,8 @@ def test_the_readme_s_shell_blocks_run_in_order_in_a_fresh_shell(tmp_path):
     env = {name: value for name, value in os.environ.items() if not name.startswith("MAPAPI_")}
     env["PATH"] = f"{venv_bin}{os.pathsep}{env['PATH']}"  # as `. .venv/bin/activate` does
     env["MAPAPI_INSTANCE_PATH"] = str(tmp_path / "instance")
+    env["TMPDIR"] = str(tmp_path / "tmp")  # where mktemp makes the walk-through's folder
+    (tmp_path / "tmp").mkdir()
     result = subprocess.run(
         ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
@@ -55,7 +57,10 @@ def test_the_readme_s_shell_blocks_run_in_order_in_a_fresh_shell(tmp_path):
     assert out.count('"name":"Favourites"') >= 4  # each location, twice, on its layer
     assert '"total":2' in out
     assert "MISSING_API_KEY" in out and 'www-authenticate: bearer realm="mapapi"' in out.lower()
-    assert (tmp_path / "mapapi-openapi.json").stat().st_size > 10_000
+    (openapi,) = (tmp_path / "tmp").glob("*/mapapi-openapi.json")
+    assert openapi.stat().st_size > 10_000
+    # The walk-through writes its files into a temporary folder, never the clone.
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["instance", "tmp"]
     assert "Traceback" not in result.stderr
 
 

@@ -129,10 +129,13 @@ def test_a_spreadsheet_export_with_decimal_commas_is_read_as_its_numbers(service
 
 def test_a_comma_separated_file_keeps_refusing_a_decimal_comma(service, tmp_path):
     map_id = service.new_map()
-    rows = [["externalId", "name", "lat", "lng"], ["P1", "Paris", "48,8566", "2.3"]]
+    rows = [["externalId", "name", "lat", "lng"], ["P1", "Paris", "48,8566", "2.3"], ["P2", "P", "1", "x"]]
     result = service.sync(write_csv(tmp_path / "plain.csv", rows), "--map", map_id)
     assert result.returncode == 1
-    assert result.stderr.splitlines()[0].startswith("line 2: lat: must be a decimal number")
+    lines = result.stderr.splitlines()
+    assert lines[0] == "line 2: lat: must be a decimal number such as 48.8566, not '48,8566'"
+    # each coordinate's message gives one of its own as the example
+    assert lines[1] == "line 3: lng: must be a decimal number such as 2.3522, not 'x'"
 
 
 def test_at_most_20_bad_rows_are_listed_then_how_many_more_of_each_kind(service, tmp_path):

@@ -257,12 +257,14 @@ def location_properties(rng: random.Random, name: str) -> dict:
     }
 
 
-def make_app(database_url: str):
-    """The app on ``database_url`` with the raised limits (in this process)."""
+def make_app(database_url: str, **settings):
+    """The app on ``database_url`` with the raised limits (in this process),
+    and ``settings``."""
     from mapapi import create_app
 
     return create_app(
         {
+            **settings,
             "SQLALCHEMY_DATABASE_URI": database_url,
             "BOOTSTRAP": "0",
             "RATELIMIT_STORAGE_URI": "memory://",

@@ -50,7 +50,7 @@ COMMANDS = {
     # Checks the settings itself, every problem on a line: it needs no app.
     "config": Listed(
         "mapapi.commands.config_check:config_group",
-        "Check every setting as serve would, without starting anything.",
+        "Check every setting without starting anything: each problem, or the settings in effect.",
         "",
     ),
     # Clients of a running service: they need no app, no database.
@@ -65,6 +65,24 @@ COMMANDS = {
         "",
     ),
 }
+
+
+#: On ``flask --app mapapi`` beside Flask's own; there ``db`` is Flask-Migrate's
+#: whole group (writing migrations too), with ``db backup`` added.
+FLASK_COMMANDS = ("serve", "worker", "accounts", "keys", "grants", "events")
+
+
+def register_commands(app) -> None:
+    """``flask --app mapapi``: the operator's commands beside Flask's own (the
+    app factory calls it: it lives below the ``mapapi`` command group, which
+    builds apps)."""
+    from flask_migrate.cli import db as migrate_group
+
+    from .database import backup_command
+
+    for name in FLASK_COMMANDS:
+        app.cli.add_command(load(name))
+    migrate_group.add_command(backup_command)
 
 
 def load(name: str):

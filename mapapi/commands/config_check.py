@@ -22,7 +22,7 @@ from ..printable import printable
 
 @click.group("config")
 def config_group():
-    """Check every setting as serve would, without starting anything."""
+    """Check every setting without starting anything: each problem, or the settings in effect."""
 
 
 @config_group.command("check")

@@ -24,9 +24,10 @@ def upgrade_command(revision):
 
     open_database(create=True)
     try:
-        apply_migrations(revision)
+        done = apply_migrations(revision)
     except DBAPIError as error:
         raise click.ClickException(database_failure(error)) from None
+    click.echo(done[:1].upper() + done[1:] + ".", err=True)
 
 
 @db_group.command("backup")

@@ -117,7 +117,8 @@ class Service:
             status = response.status_code
             if status == 429:
                 seconds = _retry_after(response, 60)
-                self.on_wait(Wait(seconds, f"rate limited (429), Retry-After {seconds:.0f} s{_bucket(response)}"))
+                reason = f"rate limited (429), Retry-After {seconds:.0f} s{_bucket(response)}"
+                self.on_wait(Wait(seconds, reason))
                 time.sleep(seconds)
             elif status == 409 and _error(response)[0] == "IDEMPOTENCY_KEY_IN_USE":
                 seconds = _retry_after(response, 1)

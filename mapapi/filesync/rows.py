@@ -14,8 +14,9 @@ categories, tags and layers) are the plan's.
 A CSV file speaks for the fields it has columns for: a location's other
 fields are left as they are. Its cells are read as text: ``lat`` and ``lng``
 as decimal numbers (with a decimal comma too, ``48,8566``, in a file whose
-cells are separated by ``;`` or tabs, as spreadsheets export it), ``tagIds`` and ``layerIds`` as ids separated by ``;``,
-an empty ``categoryId`` as none; every other column is the location's
+cells are separated by ``;`` or tabs, as spreadsheets export it),
+``tagIds`` and ``layerIds`` as ids separated by ``;``, an empty
+``categoryId`` as none; every other column is the location's
 ``properties``, each non-empty cell a string under the column's name.
 A GeoJSON Feature is read, and checked, as the import reads it.
 """
@@ -50,6 +51,8 @@ DEFAULT_ID_COLUMNS = ("externalId", "id")
 #: Fields a row may not leave empty when the file has their column.
 REQUIRED = ("name", "lat", "lng")
 ID_SEPARATOR = ";"
+#: A number of each coordinate, for the message that asks for one (Paris).
+EXAMPLES = {"lat": "48.8566", "lng": "2.3522"}
 _DECIMAL = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 _DECIMAL_COMMA = re.compile(r"\s*[+-]?\d*,\d+\s*")
 _RANGE = re.compile(
@@ -187,7 +190,8 @@ def _field_value(field: str, cell: str, decimal_comma: bool = False):
         if decimal_comma and _DECIMAL_COMMA.fullmatch(cell):
             cell = cell.replace(",", ".")
         if not _DECIMAL.fullmatch(cell):
-            return None, f"must be a decimal number such as 48.8566, not {cell.strip()!r}"
+            example = EXAMPLES[field]
+            return None, f"must be a decimal number such as {example}, not {cell.strip()!r}"
         return float(cell), None
     if field == "categoryId":
         return cell.strip() or None, None

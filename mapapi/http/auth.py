@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, or_, select, update
 from ..extensions import db
 from ..oauth import grants as oauth_grants
 from ..oauth.discovery import resource_metadata_url
-from ..oauth.server import ACCESS_PREFIX
+from ..oauth.storage import ACCESS_PREFIX
 from ..services.ownership import remember_map, with_map
 from ..storage.database import IF_FREE, WRITE_METHODS, WriterBusy
 from ..storage.driver import DriverQuery

@@ -22,7 +22,7 @@ account without a plan), once:
   count against no bucket.
 
 Most tool calls never reach this view: ``front``, a WSGI layer in front of
-Flask's pipeline, answers them the same way in one pass of the pipeline
+Flask's views, answers them the same way in one pass of the app's hooks
 (their API request's). Those it does not take come here; one whose key
 its call did not settle comes with its answer made (``ANSWERED``), which
 the view gives once it has checked the key.

@@ -22,7 +22,9 @@ from ..extensions import db
 from ..timeutil import utcnow
 from . import grants as grant_rules
 from .storage import (
+    ACCESS_PREFIX,
     READ,
+    REFRESH_PREFIX,
     SCOPES,
     OAuthClient,
     OAuthCode,
@@ -32,8 +34,6 @@ from .storage import (
     new_secret,
 )
 
-ACCESS_PREFIX = "mat_"
-REFRESH_PREFIX = "mrt_"
 CODE_SECONDS = 60
 REFRESH_DAYS = 30
 #: A registered client whose grants got no token for this long is forgotten.

@@ -20,6 +20,9 @@ from ..storage.models import Account, new_id
 from ..timeutil import utcnow
 
 HASH_LENGTH = 64
+#: What an access token and a refresh token start with (an API key: ``mk_live_``).
+ACCESS_PREFIX = "mat_"
+REFRESH_PREFIX = "mrt_"
 READ = "mapapi:read"
 WRITE = "mapapi:write"
 #: The scopes a grant can hold, as the token endpoint names them.

@@ -6,7 +6,6 @@ one-time token, CORS for browser-based clients.
 """
 
 import hashlib
-import json
 import math
 import secrets
 import time
@@ -102,11 +101,8 @@ def register():
         answer = _oauth_error(429, "too_many_requests", "At most 20 registrations an hour from one address.")
         answer.headers["Retry-After"] = str(retry)
         return answer
-    try:
-        json.loads(request.get_data(as_text=False) or b"null")
-    except ValueError:
-        return _oauth_error(400, "invalid_client_metadata", "The body must be a JSON object.")
-    if request.mimetype != "application/json" or not isinstance(request.get_json(silent=True), dict):
+    sent = request.get_json(silent=True) if request.mimetype == "application/json" else None
+    if not isinstance(sent, dict):
         return _oauth_error(400, "invalid_client_metadata", "The body must be a JSON object (application/json).")
     return _server().create_endpoint_response("client_registration")
 

@@ -17,6 +17,7 @@ from operator import add
 import cql2
 from sqlalchemy import and_, bindparam, case, literal, not_, or_
 
+from ..services.location_filters import selection
 from ..storage.models import Location
 from ..storage.sqlformat import code_point_order, like_exactly
 from ..timeutil import parse_timestamp
@@ -223,20 +224,15 @@ def _position(values) -> tuple[float, float]:
 
 def in_box(numbers: list[float]):
     """Locations in a box ``[w, s, e, n]`` (or six numbers, heights ignored),
-    edges included; ``w > e`` crosses the antimeridian."""
+    edges included; ``w > e`` crosses the antimeridian: the list's own
+    ``bbox`` condition."""
     if len(numbers) == 6:
         numbers = [numbers[0], numbers[1], numbers[3], numbers[4]]
     if len(numbers) != 4:
         raise FilterError("A BBOX has 4 numbers (or 6 with heights).")
-    west, south, east, north = numbers
-    if south > north:
+    if numbers[1] > numbers[3]:
         raise FilterError("A BBOX's south must not be greater than its north.")
-    within = (
-        _c.lng.between(west, east)
-        if west <= east
-        else or_(_c.lng >= west, _c.lng <= east)
-    )
-    return and_(_c.lat.between(south, north), within)
+    return and_(*selection({"bbox": tuple(numbers)}).where)
 
 
 def _in_polygon(coordinates):

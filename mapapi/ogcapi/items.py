@@ -11,7 +11,7 @@ import orjson
 from flask import Blueprint, request
 
 from ..http.errors import not_found
-from ..services.geojson import count_features, feature_of, feature_rows, has_more
+from ..services.geojson import count_features, feature_of, feature_rows
 from ..services.ownership import read_map
 from ..storage.models import could_be_id
 from ..timeutil import format_timestamp, utcnow
@@ -36,7 +36,8 @@ def get_items(map_id):
     map_ = read_map(map_id)
     query = read_items_query(request.args)
     after = None if query.after is None else (query.after, query.after)
-    rows = feature_rows(map_.id, query.chosen, query.limit, after)
+    rows = feature_rows(map_.id, query.chosen, query.limit + 1, after)  # one more: is there a next?
+    more, rows = len(rows) > query.limit, rows[: query.limit]
     path = f"/collections/{map_.id}/items"
     asked = [
         (key, value) for key, value in request.args.items(multi=True) if key != "cursor"
@@ -50,8 +51,7 @@ def get_items(map_id):
         ),
         link(url(f"/collections/{map_.id}"), "collection", JSON, map_.title),
     ]
-    last = (rows[-1].sort_key, rows[-1].pk) if rows else None
-    if len(rows) == query.limit and has_more(map_.id, query.chosen, last):
+    if more:
         next_page = url(path, [*asked, ("cursor", write_cursor(rows[-1].pk))])
         links.append(link(next_page, "next", GEOJSON, "The next page"))
     summary = {
@@ -60,11 +60,7 @@ def get_items(map_id):
         "links": links,
     }
     if query.after is None:  # the first page counts them all
-        summary["numberMatched"] = (
-            len(rows)
-            if len(rows) < query.limit
-            else count_features(map_.id, query.chosen)
-        )
+        summary["numberMatched"] = count_features(map_.id, query.chosen) if more else len(rows)
     features = ",".join(row.feature for row in rows).encode()
     return answer(
         b'{"type":"FeatureCollection","features":['

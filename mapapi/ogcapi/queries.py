@@ -9,14 +9,14 @@ Unlike ``/api/v1``, an unknown parameter is refused, as the standard asks.
 import base64
 import binascii
 import dataclasses
-import math
+from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
 from marshmallow import ValidationError
 from sqlalchemy import and_, true
 from werkzeug.datastructures import MultiDict
 
-from ..contract.location_query import LocationFilterSchema
+from ..contract.location_query import BoundingBox, LocationFilterSchema
 from ..http.errors import stringify_keys, validation_error
 from ..services.location_filters import Selection, selection
 from ..storage.models import Location
@@ -35,6 +35,7 @@ FORMATS = ("json", "geojson")
 OPEN = ("", "..")
 
 _list_filters = LocationFilterSchema()
+_box = BoundingBox()
 
 
 class ItemsQuery(NamedTuple):
@@ -104,27 +105,24 @@ def _limit(text: str) -> int:
 
 
 def _bbox(text: str) -> tuple[float, float, float, float]:
-    """``minLng,minLat,maxLng,maxLat`` (6 numbers: the first two of each corner)."""
+    """``minLng,minLat,maxLng,maxLat`` (6 numbers: the first two of each
+    corner), in any notation ``float`` reads, checked by the list's own rule."""
     try:
-        numbers = [float(part) for part in text.split(",")]
-    except ValueError:
+        numbers = [Decimal(part.strip()) for part in text.split(",")]
+    except InvalidOperation:
         numbers = []
-    if len(numbers) not in (4, 6) or not all(
-        math.isfinite(number) for number in numbers
-    ):
+    if len(numbers) not in (4, 6) or not all(number.is_finite() for number in numbers):
         raise ValueError("Must be minLng,minLat,maxLng,maxLat: four numbers (or six).")
     if len(numbers) == 6:
         numbers = [numbers[0], numbers[1], numbers[3], numbers[4]]
-    west, south, east, north = numbers
-    if not all(-180 <= x <= 180 for x in (west, east)) or not all(
-        -90 <= y <= 90 for y in (south, north)
-    ):
-        raise ValueError(
-            "Longitudes must be within -180..180 and latitudes within -90..90."
-        )
-    if south > north:
-        raise ValueError("minLat must not be greater than maxLat.")
-    return west, south, east, north
+    if any(number.adjusted() > 3 for number in numbers):  # written out, 1e999999 is long
+        raise ValueError(_box.error_messages["range"])
+    # Below a degree's 1e-40th, a number is 0 (and 1e-999999 is long too).
+    numbers = [number if number.adjusted() > -40 else Decimal(0) for number in numbers]
+    try:
+        return _box.deserialize(",".join(format(number, "f") for number in numbers))
+    except ValidationError as error:
+        raise ValueError(" ".join(error.messages)) from None
 
 
 def _datetime(text: str):

@@ -16,7 +16,7 @@ counts cannot answer: the matching locations of the box are grouped by
 cell in SQL, at a cost that grows with the matches, as a filtered list's.
 """
 
-from sqlalchemy import and_, bindparam, func, literal_column, or_, select
+from sqlalchemy import bindparam, func, literal_column, select, text
 
 from ..contract.cluster_schemas import MAX_ITEMS
 from ..extensions import db
@@ -27,9 +27,6 @@ from .location_filters import selection
 from .location_reads import locations_by_pks
 
 _cells, _locations = LocationCell.__table__, Location.__table__
-#: The most OR terms one statement holds (SQLite parses a chain of them
-#: into a tree of that depth, and refuses one deeper than 1,000).
-_TERMS = 200
 # A cell's sums, as the table and every grouping here give them.
 _SUMS = (
     "count", "sum_lat", "sum_lng", "min_lat", "max_lat", "min_lng", "max_lng",
@@ -43,6 +40,24 @@ _LOCATION_SUMS = (
 )  # fmt: skip
 _CELL_COLUMNS = (_cells.c.x, _cells.c.y, *(_cells.c[name] for name in _SUMS))
 _IN_MAP = _cells.c.map_id == bindparam("map_id")
+
+#: The most SELECTs one UNION ALL joins (SQLite takes 500 at most). Each
+#: is an index seek; SQLite would not seek for each term of an OR that
+#: shares its first condition (the map), but walk the map's whole index.
+#: They are written as text: compiling hundreds of SELECT constructs cost
+#: more than running them.
+_TERMS = 200
+_CELL_SELECT = (
+    f"SELECT x, y, {', '.join(_SUMS)} FROM location_cells"  # noqa: S608 (constants)
+    " WHERE map_id = :map_id AND level = {level} AND y = {y} AND x BETWEEN {first} AND {last}"
+)
+_CUT_SELECT = (
+    "SELECT {x} AS x, {y} AS y, count(*), sum(lat), sum(lng), min(lat), max(lat), min(lng),"  # noqa: S608
+    " max(lng), min(pk) FROM locations WHERE map_id = :map_id"
+    " AND lat BETWEEN :s{n} AND :n{n} AND lng BETWEEN :w{n} AND :e{n}"
+    f" AND {cell_x_sql('lng', DEEPEST)} = {{x}} AND {cell_y_sql('lat', DEEPEST)} = {{y}}"
+)
+_POINT_SELECT = "SELECT pk FROM locations WHERE map_id = :map_id AND lat = :lat{n} AND lng = :lng{n}"
 
 
 def viewport_clusters(map_id: str, query: dict) -> dict:
@@ -135,7 +150,7 @@ def _from_cells(map_id: str, box: tuple, zoom: int, groups: dict) -> None:
         level += 2
         rows = []
         for statement in _parts(cut, level):
-            rows.extend(connection.execute(statement, {"map_id": map_id}))
+            rows.extend(connection.execute(statement, {"map_id": map_id}).all())
 
 
 def _where(sums, box: tuple) -> str:
@@ -167,13 +182,13 @@ def _viewport_cells(box: tuple, level: int):
 
 def _parts(cut: list, level: int):
     """Statements reading the cells at ``level`` inside the ``cut`` cells of
-    the level above: each row of them a run of columns, so each term is an
+    the level above: each row of them a run of columns, so each is an
     index seek."""
     runs: dict[int, list[list[int]]] = {}
     for x, y, _sums in cut:
         for row in range(y * 4, y * 4 + 4):
             runs.setdefault(row, []).append([x * 4, x * 4 + 3])
-    terms = []
+    seeks = []
     for row, spans in runs.items():
         spans.sort()
         merged = [spans[0]]
@@ -182,39 +197,43 @@ def _parts(cut: list, level: int):
                 merged[-1][1] = max(merged[-1][1], last)
             else:
                 merged.append([first, last])
-        terms.extend(
-            and_(_cells.c.y == row, _cells.c.x.between(first, last)) for first, last in merged
+        seeks.extend(
+            _CELL_SELECT.format(level=level, y=row, first=first, last=last)
+            for first, last in merged
         )
-    for start in range(0, len(terms), _TERMS):
-        yield select(*_CELL_COLUMNS).where(
-            _IN_MAP, _cells.c.level == level, or_(*terms[start : start + _TERMS])
-        )
+    for statement, _params in _unions(seeks, []):
+        yield statement
+
+
+def _unions(selects: list[str], params: list[dict]):
+    """``selects`` (with their ``params``, if any) as few statements: UNION
+    ALLs of at most ``_TERMS``, each with its parameters."""
+    for start in range(0, len(selects), _TERMS):
+        joined = " UNION ALL ".join(selects[start : start + _TERMS])
+        given = {}
+        for extra in params[start : start + _TERMS]:
+            given.update(extra)
+        yield text(joined), given
 
 
 def _add_cut_cells(connection, map_id: str, box: tuple, zoom: int, cut: list, groups: dict):
     """The locations inside ``box`` of the deepest-level cells it cuts, read
     through each cell's own box and grouped by cell."""
     west, south, east, north = box
-    x = literal_column(cell_x_sql("locations.lng", DEEPEST))
-    y = literal_column(cell_y_sql("locations.lat", DEEPEST))
-    terms = [
-        and_(
-            _lat.between(max(south, sums[MIN_LAT]), min(north, sums[MAX_LAT])),
-            _lng.between(max(west, sums[MIN_LNG]), min(east, sums[MAX_LNG])),
-            x == cell_x,
-            y == cell_y,
-        )
-        for cell_x, cell_y, sums in cut
-    ]
+    # One aggregate row for each cell (a count of 0 when none of its
+    # locations is inside the box).
+    seeks, params = [], []
+    for n, (cell_x, cell_y, sums) in enumerate(cut):
+        seeks.append(_CUT_SELECT.format(x=cell_x, y=cell_y, n=n))
+        params.append({
+            f"s{n}": max(south, sums[MIN_LAT]), f"n{n}": min(north, sums[MAX_LAT]),
+            f"w{n}": max(west, sums[MIN_LNG]), f"e{n}": min(east, sums[MAX_LNG]),
+        })  # fmt: skip
     shift = DEEPEST - zoom
-    for start in range(0, len(terms), _TERMS):
-        statement = (
-            select(x.label("x"), y.label("y"), *_LOCATION_SUMS)
-            .where(_locations.c.map_id == map_id, or_(*terms[start : start + _TERMS]))
-            .group_by(literal_column("x"), literal_column("y"))
-        )
-        for cell_x, cell_y, *sums in connection.execute(statement):
-            _add(groups, (cell_x >> shift, cell_y >> shift), sums)
+    for statement, given in _unions(seeks, params):
+        for cell_x, cell_y, *sums in connection.execute(statement, {"map_id": map_id, **given}):
+            if sums[COUNT]:
+                _add(groups, (cell_x >> shift, cell_y >> shift), sums)
 
 
 def _answer(map_id: str, groups: dict) -> dict:
@@ -252,10 +271,11 @@ def _pks_at(map_id: str, points: list[tuple[float, float]]) -> list[int]:
     """The pks of the locations at ``points``: each the only location of
     its cell in the box, so the only one of the map at that point (another
     there would share its cell)."""
-    found = []
+    seeks = [_POINT_SELECT.format(n=n) for n in range(len(points))]
+    params = [{f"lat{n}": lat, f"lng{n}": lng} for n, (lat, lng) in enumerate(points)]
     connection = db.session.connection()
-    for start in range(0, len(points), _TERMS):
-        terms = [and_(_lat == lat, _lng == lng) for lat, lng in points[start : start + _TERMS]]
-        statement = select(_locations.c.pk).where(_locations.c.map_id == map_id, or_(*terms))
-        found.extend(connection.execute(statement).scalars())
-    return found
+    return [
+        pk
+        for statement, given in _unions(seeks, params)
+        for pk in connection.execute(statement, {"map_id": map_id, **given}).scalars()
+    ]

@@ -34,9 +34,13 @@ from sqlalchemy import (
 from ..contract.jsonprovider import RawJSON, encode
 from ..extensions import db
 from ..http.errors import APIError, validation_error
-from ..metrics import count_events
 from ..storage.models import Event, could_be_id
 from ..timeutil import format_timestamp, utcnow
+
+#: Where a session keeps the types of the events its transaction wrote, for
+#: whoever observes commits (``metrics`` counts them): this module imports
+#: no observer.
+RECORDED_EVENTS = "mapapi.recorded_events"
 
 #: Events of this type are for one webhook endpoint, never in the feed.
 PING = "ping"
@@ -79,7 +83,7 @@ def record(account_id: str, changes: list[tuple[str, str | None, str]]) -> None:
         connection = db.session.connection()
         rows = [_row(account_id, *change) for change in changes]
         connection.execute(_INSERT[connection.dialect.name], rows[0] if len(rows) == 1 else rows)
-        count_events(db.session, [row["type"] for row in rows])
+        _note_recorded([row["type"] for row in rows])
 
 
 def record_one(account_id: str, type_: str, map_id: str | None, data: str) -> int:
@@ -88,8 +92,13 @@ def record_one(account_id: str, type_: str, map_id: str | None, data: str) -> in
     event_id = connection.scalar(
         _INSERT_ONE[connection.dialect.name], _row(account_id, type_, map_id, data)
     )
-    count_events(db.session, [type_])
+    _note_recorded([type_])
     return event_id
+
+
+def _note_recorded(types: list[str]) -> None:
+    """Keep the types written in this transaction where an observer of its commit finds them."""
+    db.session.info.setdefault(RECORDED_EVENTS, []).extend(types)
 
 
 def _row(account_id: str, type_: str, map_id: str | None, data: str) -> dict:

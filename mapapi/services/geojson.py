@@ -22,7 +22,7 @@ memory with pages of 200, 26 MB with pages of 500 (measured with
 
 from collections.abc import Iterator
 
-from sqlalchemy import Text, bindparam, cast, exists, func, literal_column, select
+from sqlalchemy import Text, bindparam, cast, func, literal_column, select
 
 from ..extensions import db
 from ..storage.models import Layer, Location, LocationTag, location_layers
@@ -107,20 +107,27 @@ FEATURE = cast(
 
 
 def feature_rows(map_id: str, chosen: Selection, limit: int, after=None) -> list:
-    """Up to ``limit`` rows ``(sort_key, pk, feature)`` of the locations of map
-    ``map_id`` that ``chosen`` selects, in its order, after the location
+    """Up to ``limit`` rows ``(pk, sort_key, feature)`` of the locations of
+    map ``map_id`` that ``chosen`` selects, in its order, after the location
     ``after`` (its ``(sort_key, pk)``) if given: a keyset page, whose cost
-    does not grow with its depth."""
+    does not grow with its depth.
+
+    The page's keys are chosen first, from the indexes alone; only then are
+    their Features written. Selected at once, a box of 4,000 locations had
+    all 4,000 written before the sort kept 1,000 (a quarter of a second).
+    """
     sort_key = _c.pk if chosen.key is None else chosen.key
-    page = (
-        select(sort_key.label("sort_key"), _c.pk, FEATURE)
+    keys = (
+        select(_c.pk.label("key_pk"), sort_key.label("sort_key"))
         .where(chosen.in_map(map_id), *chosen.where)
         .order_by(*chosen.order_by())
         .limit(limit)
     )
     if after is not None:
-        page = page.where(chosen.after(*after))
-    return db.session.connection().execute(page).all()
+        keys = keys.where(chosen.after(*after))
+    keys = keys.subquery()
+    page = select(_c.pk, keys.c.sort_key, FEATURE).join_from(keys, _locations, _c.pk == keys.c.key_pk)
+    return chosen.in_order(db.session.connection().execute(page).all())
 
 
 def documents_page(where: tuple, order_by: tuple, shape, exact):
@@ -144,15 +151,6 @@ def documents_page(where: tuple, order_by: tuple, shape, exact):
         .subquery()
     )
     return select(json_texts_agg(documents.c.document), func.min(documents.c.exact))
-
-
-def has_more(map_id: str, chosen: Selection, after) -> bool:
-    """Whether ``chosen`` selects a location of map ``map_id`` after ``after``
-    (``(sort_key, pk)``), in its order."""
-    found = select(_c.pk).where(
-        chosen.in_map(map_id), *chosen.where, chosen.after(*after)
-    )
-    return db.session.connection().execute(select(exists(found))).scalar_one()
 
 
 def count_features(map_id: str, chosen: Selection) -> int:

@@ -230,6 +230,9 @@ class LocationTag(db.Model):
     """A tag on a location; ``position`` keeps the order the client gave."""
 
     __tablename__ = "location_tags"
+    # A location's tags in the order given, from the index alone: the
+    # Features of /ogcapi and the export list them so (services.geojson).
+    __table_args__ = (Index(None, "location_id", "position", "tag_id"),)
 
     location_id: Mapped[str] = mapped_column(
         ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True

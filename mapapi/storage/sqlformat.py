@@ -190,10 +190,11 @@ def _pg_json_float(element, compiler, **kw):
 @compiles(json_float, "sqlite")
 def _sqlite_json_float(element, compiler, **kw):
     column = compiler.process(element.clauses, **kw)
-    short = f"printf('%!.15g', {column})"
+    # The REAL itself where 15 digits read back exactly: the JSON functions
+    # write it with those 15 (no second printf, no text to parse again).
     return (
-        f"json(CASE WHEN CAST({short} AS REAL) = {column} THEN {short} "
-        f"ELSE printf('%!.17g', {column}) END)"
+        f"CASE WHEN CAST(printf('%!.15g', {column}) AS REAL) = {column} THEN {column} "
+        f"ELSE json(printf('%!.17g', {column})) END"
     )
 
 

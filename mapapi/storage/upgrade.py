@@ -107,8 +107,9 @@ def _refuse_if_behind() -> None:
         raise RuntimeError("The database schema is out of date: run `mapapi db upgrade` first.")
 
 
-def apply_migrations(revision: str = "head") -> None:
-    """``mapapi db upgrade``: bring the schema up to this version (or ``revision``).
+def apply_migrations(revision: str = "head") -> str:
+    """``mapapi db upgrade``: bring the schema up to this version (or
+    ``revision``); what was done, in one line (``up to date`` when nothing was).
 
     On PostgreSQL under the lock a starting ``serve`` takes, so that the
     command and the first ``serve`` on an empty database, run at the same
@@ -116,11 +117,13 @@ def apply_migrations(revision: str = "head") -> None:
     schema up to date.
     """
     register_migrations(current_app)
+    before = current_revision()
     if db.engine.dialect.name == "sqlite":
         upgrade(revision=revision)
-        return
-    with _schema_lock():
-        upgrade(revision=revision)
+    else:
+        with _schema_lock():
+            upgrade(revision=revision)
+    return _summary(before, current_revision())
 
 
 def _upgrade_quietly() -> str:
@@ -137,7 +140,7 @@ def _upgrade_quietly() -> str:
     return _summary(before, newest_revision())
 
 
-def _summary(before: str | None, after: str) -> str:
+def _summary(before: str | None, after: str | None) -> str:
     if before == after:
         return f"database schema up to date (revision {after})"
     applied = len(list(_migration_scripts().iterate_revisions(after, before or "base")))

@@ -10,6 +10,15 @@
  * categories and tags, and all its locations as one GeoJSON export. The page
  * then follows the change feed for that map at a pace the account's rate
  * limit allows (nextDelay), and stops while the tab is hidden.
+ *
+ * A map of more than DRAWN_ONE_BY_ONE_UP_TO locations is drawn by clusters
+ * instead: the API groups the locations of the viewport (and some room
+ * around it) by 64-pixel cells, the page draws a disc per cluster and a
+ * marker per lone location, and asks again when the view settles
+ * somewhere it has not read. Layer switches and the search are the API's
+ * filters there. Its feed and viewport requests share one allowance
+ * (pace): at most PACE_BURST at once, then PACE_PER_HOUR an hour, so that
+ * no hour holds 600 of them however the view moves.
  */
 (function () {
   "use strict";
@@ -30,6 +39,20 @@
   /** Maps listed in the chooser at most; `#map=<id>` opens any other. */
   const MAP_PAGES = 10;
   const SEARCH_DELAY_MS = 300;
+  /** Maps up to this size are read whole and drawn one marker a location; larger ones by clusters. */
+  const DRAWN_ONE_BY_ONE_UP_TO = 5000;
+  /** The clustered page's feed reads at most this often: a viewport answer shows the changes too. */
+  const CLUSTER_POLL_SECONDS = 12;
+  /** The clustered page's requests (feed and viewport): a burst, then this many an hour. */
+  const PACE_BURST = 30;
+  const PACE_PER_HOUR = 560;
+  /** The view must rest this long before its clusters are asked for. */
+  const SETTLE_MS = 200;
+  /** Room read around the view on each side, as a share of its size, so a small pan asks nothing. */
+  const VIEW_ROOM = 0.4;
+  /** The API's most cells (64 pixels at the zoom) in one clusters request. */
+  const MAX_CELLS = 2000;
+  const LAYER_FILTERS_MAX = 10;
   const DEFAULT_COLOR = "#6B7280";
   const COLOR = /^#[0-9A-Fa-f]{6}$/;
   const MAP_LINK = /^#map=([A-Za-z0-9_-]{1,100})$/;
@@ -175,6 +198,40 @@
     next: null,
     timer: null,
     failures: 0,
+    /** Whether the map is drawn by clusters, and its locations in all (the API's total). */
+    clustered: false,
+    total: 0,
+    /** The clusters read last: for which box, zoom and filters, and whether a change made them old. */
+    read: null,
+    stale: false,
+    viewTimer: null,
+    viewNumber: 0,
+    /** The read under way: its zoom, filters and box. */
+    pending: null,
+  };
+
+  // ---- the clustered page's allowance: a token bucket --------------------------------
+
+  const pace = {
+    tokens: PACE_BURST,
+    at: Date.now(),
+    /** The times of the requests made under it this last hour: shown on the page (data-paced). */
+    spent: [],
+    refill() {
+      const now = Date.now();
+      this.tokens = Math.min(PACE_BURST, this.tokens + ((now - this.at) / 3_600_000) * PACE_PER_HOUR);
+      this.at = now;
+      while (this.spent.length && this.spent[0] <= now - 3_600_000) this.spent.shift();
+    },
+    /** Milliseconds until a request may be made (0: now, and it is counted). */
+    take() {
+      this.refill();
+      if (this.tokens < 1) return Math.ceil(((1 - this.tokens) * 3_600_000) / PACE_PER_HOUR);
+      this.tokens -= 1;
+      this.spent.push(Date.now());
+      page.dataset.paced = String(this.spent.length);
+      return 0;
+    },
   };
 
   function fromFeature(feature) {
@@ -189,6 +246,7 @@
       categoryId: properties.categoryId,
       tagIds: properties.tagIds || [],
       layerIds: properties.layerIds || [],
+      properties: properties.properties || {},
       updatedAt: properties.updatedAt,
     };
   }
@@ -204,6 +262,7 @@
       categoryId: location.categoryId,
       tagIds: location.tagIds || [],
       layerIds: (location.layers || []).map((layer) => layer.id),
+      properties: location.properties || {},
       updatedAt: location.updatedAt,
     };
   }
@@ -221,10 +280,15 @@
     return DEFAULT_COLOR;
   }
 
-  /** A location is shown when it matches the search and none of its layers is switched off. */
+  /**
+   * A location is shown when it matches the search and is on no layer or on
+   * a layer switched on: the API's layerId filter with the layers on and
+   * `none`. Clusters come filtered by the API itself.
+   */
   function isShown(loc) {
+    if (state.clustered) return true;
     if (state.matches !== null && !state.matches.has(loc.id)) return false;
-    return !loc.layerIds.some((id) => state.hiddenLayers.has(id));
+    return !loc.layerIds.length || loc.layerIds.some((id) => !state.hiddenLayers.has(id));
   }
 
   /** The rule of the API's `q`, for locations that change while a search is shown. */
@@ -235,10 +299,12 @@
 
   // ---- the map --------------------------------------------------------------------
 
-  const leafletMap = L.map("map", { maxZoom: 19, worldCopyJump: true }).setView([20, 0], 2);
+  // No inertia: a drag ends where it is let go, so the view settles (and is read) at once.
+  const leafletMap = L.map("map", { maxZoom: 19, worldCopyJump: true, inertia: false }).setView([20, 0], 2);
   const svgRenderer = L.svg();
   const canvasRenderer = L.canvas({ padding: 0.5 });
   const markerLayer = L.featureGroup().addTo(leafletMap);
+  const clusterLayer = L.featureGroup().addTo(leafletMap);
   const popup = L.popup({ maxWidth: 320, autoPanPadding: [24, 24] });
 
   if (page.dataset.tiles) {
@@ -335,7 +401,20 @@
     const layers = loc.layerIds.map((id) => state.layers.get(id)).filter(Boolean).sort(byOrder);
     fact(facts, "Layers", "layers", layers.map((layer) => layer.name).join(", "));
     if (facts.childElementCount) box.append(facts);
+    const own = Object.entries(loc.properties || {});
+    if (own.length) {
+      const list = element("dl", "properties");
+      for (const [name, value] of own) {
+        list.append(element("dt", null, name), element("dd", null, propertyText(value)));
+      }
+      box.append(list);
+    }
     return box;
+  }
+
+  /** A value of `properties` as text: strings as they are, anything else as indented JSON. */
+  function propertyText(value) {
+    return typeof value === "string" ? value : JSON.stringify(value, null, 2);
   }
 
   function openPopup(id) {
@@ -366,13 +445,17 @@
       toggle.addEventListener("change", () => {
         if (toggle.checked) state.hiddenLayers.delete(layer.id);
         else state.hiddenLayers.add(layer.id);
-        refreshMarkers(false);
+        if (state.clustered) readView(true);
+        else refreshMarkers(false);
       });
       const swatch = element("span", "swatch");
       swatch.style.backgroundColor = COLOR.test(layer.color) ? layer.color : DEFAULT_COLOR;
       const label = element("label");
       label.append(toggle, swatch, element("span", "layer-name", layer.name));
-      label.append(element("span", "layer-count", (counts.get(layer.id) || 0).toLocaleString("en")));
+      // A clustered map's layers are not counted: the page holds only the viewport.
+      if (!state.clustered) {
+        label.append(element("span", "layer-count", (counts.get(layer.id) || 0).toLocaleString("en")));
+      }
       const item = element("li");
       item.append(label);
       return item;
@@ -389,8 +472,16 @@
       delete count.dataset.total;
       return;
     }
-    const shown = markerLayer.getLayers().length;
-    const total = state.locations.size;
+    let shown = markerLayer.getLayers().length;
+    let total = state.locations.size;
+    if (state.clustered) {
+      shown = state.read ? state.read.total : 0;
+      total = state.total;
+      count.dataset.shown = String(shown);
+      count.dataset.total = String(total);
+      count.textContent = `${plural(total, "location")}; ${shown.toLocaleString("en")} around this view`;
+      return;
+    }
     count.dataset.shown = String(shown);
     count.dataset.total = String(total);
     count.textContent = shown === total
@@ -427,6 +518,185 @@
     option.text = map.title;
     mapSelect.value = map.id;
   }
+
+  // ---- a big map: the viewport's clusters, read from the API ------------------------
+
+  /** The cell (x, y) of a point at ``zoom``, as the API cuts the world: 64-pixel cells. */
+  function cellOf(lat, lng, zoom) {
+    const side = 2 ** (zoom + 2);
+    const x = lng >= 180 ? side - 1 : Math.floor(((lng + 180) / 360) * side);
+    const limit = 85.05112877;
+    if (lat >= limit) return [x, 0];
+    if (lat <= -limit) return [x, side - 1];
+    const phi = (lat * Math.PI) / 180;
+    return [x, Math.floor(((1 - Math.log(Math.tan(phi) + 1 / Math.cos(phi)) / Math.PI) / 2) * side)];
+  }
+
+  function cellsIn([west, south, east, north], zoom) {
+    const side = 2 ** (zoom + 2);
+    const [xWest, yNorth] = cellOf(north, west, zoom);
+    const [xEast, ySouth] = cellOf(south, east, zoom);
+    const columns = west <= east ? xEast - xWest + 1 : side - xWest + xEast + 1;
+    return Math.min(columns, side) * (ySouth - yNorth + 1);
+  }
+
+  /** A longitude of Leaflet's (any number of turns round) within -180..180. */
+  function wrapped(lng) {
+    const turned = ((((lng + 180) % 360) + 360) % 360) - 180;
+    return turned === -180 && lng > 0 ? 180 : turned;
+  }
+
+  const degrees = (value) => Math.round(value * 1e6) / 1e6;
+
+  /** The view and some room around it, as a box the API takes (west > east across the antimeridian). */
+  function boxAround(bounds, zoom) {
+    for (const room of [VIEW_ROOM, VIEW_ROOM / 2, 0]) {
+      const padded = bounds.pad(room);
+      let west = padded.getWest();
+      let east = padded.getEast();
+      if (east - west >= 360) {
+        west = -180;
+        east = 180;
+      } else {
+        west = degrees(wrapped(west));
+        east = degrees(wrapped(east));
+      }
+      const box = [west, degrees(Math.max(-90, padded.getSouth())), east, degrees(Math.min(90, padded.getNorth()))];
+      if (cellsIn(box, zoom) <= MAX_CELLS) return { box, padded };
+    }
+    return null;
+  }
+
+  /** The filters of the switches and the search, as the API's query. */
+  function filterQuery() {
+    let query = state.query ? `&q=${encodeURIComponent(state.query)}` : "";
+    const shown = [...state.layers.keys()].filter((id) => !state.hiddenLayers.has(id));
+    // Ten layerIds at most: with more layers on, every layer is shown (docs/decisions.md).
+    if (shown.length < state.layers.size && shown.length < LAYER_FILTERS_MAX) {
+      for (const id of [...shown, "none"]) query += `&layerId=${encodeURIComponent(id)}`;
+    }
+    return query;
+  }
+
+  function viewZoom() {
+    return Math.max(0, Math.min(22, Math.round(leafletMap.getZoom())));
+  }
+
+  /** Whether a read (done or under way) holds the whole view as it is. */
+  function covers(read, zoom, filters) {
+    return read !== null && read.zoom === zoom && read.filters === filters && read.padded.contains(leafletMap.getBounds());
+  }
+
+  /** Read the view's clusters once it settles (at once with ``now``); nothing if they are read. */
+  function readView(now = false) {
+    clearTimeout(state.viewTimer);
+    if (state.clustered) state.viewTimer = setTimeout(viewport, now ? 0 : SETTLE_MS);
+  }
+
+  async function viewport() {
+    if (!state.clustered || state.mapId === null) return;
+    const zoom = viewZoom();
+    const filters = filterQuery();
+    if (!state.stale && (covers(state.read, zoom, filters) || covers(state.pending, zoom, filters))) return;
+    const around = boxAround(leafletMap.getBounds(), zoom);
+    if (around === null) {
+      say("This window shows more than the service draws at once: zoom in.");
+      return;
+    }
+    const wait = pace.take();
+    if (wait > 0) {
+      state.viewTimer = setTimeout(viewport, wait);
+      return;
+    }
+    const generation = state.generation;
+    const number = (state.viewNumber += 1);
+    const read = { zoom, filters, padded: around.padded };
+    state.pending = read;
+    state.stale = false;
+    try {
+      const path = `/maps/${state.mapId}/locations/clusters?bbox=${around.box.join(",")}&zoom=${zoom}${filters}`;
+      const answer = await data(path);
+      if (number !== state.viewNumber || generation !== state.generation) return;
+      state.pending = null;
+      state.read = { ...read, total: answer.total };
+      drawClusters(answer);
+    } catch (error) {
+      if (number !== state.viewNumber || generation !== state.generation) return;
+      state.pending = null;
+      state.stale = true;
+      if (error instanceof KeyRefused) askForKey(error.message);
+      else if (error instanceof ApiError && error.status === 429) {
+        state.viewTimer = setTimeout(viewport, Math.max(1, error.retryAfter || 1) * 1000);
+      } else say(error.message);
+    }
+  }
+
+  /** A cluster's label: its exact count below 1,000, then rounded (12.3k, 1.2M). */
+  function countLabel(count) {
+    if (count < 1000) return String(count);
+    if (count < 999_500) return `${(count / 1000).toFixed(count < 9_950 ? 1 : 0)}k`;
+    return `${(count / 1_000_000).toFixed(1)}M`;
+  }
+
+  function disc(cluster) {
+    const size = Math.round(26 + 10 * Math.log10(cluster.count));
+    const icon = L.divIcon({
+      html: element("span", "cluster-count", countLabel(cluster.count)),
+      className: "cluster",
+      iconSize: [size, size],
+    });
+    const marker = L.marker([cluster.lat, cluster.lng], { icon, title: plural(cluster.count, "location") });
+    marker.on("add", () => {
+      const node = marker.getElement();
+      node.dataset.count = String(cluster.count);
+      node.dataset.bbox = cluster.bbox.join(",");
+    });
+    marker.on("click", () => zoomTo(cluster.bbox));
+    return marker;
+  }
+
+  /** Show a cluster's box; locations all on one spot are shown two zooms closer. */
+  function zoomTo([west, south, east, north]) {
+    const bounds = L.latLngBounds([south, west], [north, east]);
+    const zoom = leafletMap.getBoundsZoom(bounds, false, L.point(80, 80));
+    if (zoom > leafletMap.getZoom()) leafletMap.fitBounds(bounds, { padding: [40, 40] });
+    else leafletMap.setView(bounds.getCenter(), Math.min(leafletMap.getMaxZoom(), leafletMap.getZoom() + 2));
+  }
+
+  function drawClusters(answer) {
+    clusterLayer.clearLayers();
+    markerLayer.clearLayers();
+    state.markers = new Map();
+    state.locations = new Map(answer.locations.map((location) => [location.id, fromResource(location)]));
+    for (const loc of state.locations.values()) placeMarker(loc);
+    clusterLayer.addLayer(L.layerGroup(answer.clusters.map(disc)));
+    page.dataset.clusters = String(answer.clusters.length);
+    refreshPopup();
+    showCount();
+    // After the renderer's own frame: the view is on screen (what a test or a benchmark waits for).
+    requestAnimationFrame(() => performance.mark("mapapi-view-redrawn"));
+  }
+
+  /** Fit the view to a world-wide answer's clusters and locations. */
+  function fitToAnswer(answer) {
+    const corners = [];
+    for (const cluster of answer.clusters) {
+      corners.push([cluster.bbox[1], cluster.bbox[0]], [cluster.bbox[3], cluster.bbox[2]]);
+    }
+    for (const location of answer.locations) corners.push([location.lat, location.lng]);
+    if (corners.length) {
+      leafletMap.fitBounds(L.latLngBounds(corners), { padding: [30, 30], maxZoom: 16, animate: false });
+    } else if (state.map && state.map.centerLat !== null && state.map.centerLng !== null) {
+      leafletMap.setView([state.map.centerLat, state.map.centerLng], state.map.zoom ?? 10, { animate: false });
+    }
+  }
+
+  /** The world's clusters under the filters: where to look (the map's load, a search). */
+  function overviewPath(mapId, filters = "") {
+    return `/maps/${mapId}/locations/clusters?bbox=-180,-90,180,90&zoom=2${filters}`;
+  }
+
+  leafletMap.on("moveend", () => readView());
 
   // ---- scheduling: one next step at a time, none while the tab is hidden ------------
 
@@ -503,6 +773,11 @@
     let reload = false;
     try {
       for (let pages = 1; ; pages += 1) {
+        const wait = state.clustered ? pace.take() : 0;
+        if (wait > 0) {
+          later(poll, wait / 1000, true);
+          return;
+        }
         const after = state.cursor === null ? "" : `&after=${encodeURIComponent(state.cursor)}`;
         const feed = await data(`/events?mapId=${mapId}&limit=${FEED_PAGE}${after}`);
         if (generation !== state.generation) return;
@@ -524,8 +799,12 @@
       loadMap(mapId);
     } else {
       showLive("live");
-      later(poll, nextDelay());
+      later(poll, followDelay());
     }
+  }
+
+  function followDelay() {
+    return state.clustered ? Math.max(CLUSTER_POLL_SECONDS, nextDelay()) : nextDelay();
   }
 
   /** Whether ``incoming`` is older than what the page holds (an event replayed after a load). */
@@ -543,7 +822,11 @@
     for (const event of events) {
       const [resource, action] = event.type.split(".");
       const item = event.data;
-      if (resource === "location") {
+      if (resource === "location" && state.clustered) {
+        // The next read of the view shows it, in a count or as a marker.
+        state.stale = true;
+        state.total += { created: 1, deleted: -1 }[action] || 0;
+      } else if (resource === "location") {
         switches = true;
         if (action === "deleted") removeLocation(item.id);
         else putLocation(fromResource(item));
@@ -563,6 +846,7 @@
     }
     if (recolour) refreshMarkers(true);
     if (switches) drawLayerSwitches();
+    if (state.clustered && state.stale) readView(true);
     showCount();
     refreshPopup();
   }
@@ -593,6 +877,12 @@
     stopFollowing();
     leafletMap.closePopup(popup);
     markerLayer.clearLayers();
+    clusterLayer.clearLayers();
+    clearTimeout(state.viewTimer);
+    state.clustered = false;
+    state.read = null;
+    state.pending = null;
+    state.stale = false;
     state.markers = new Map();
     state.locations = new Map();
     state.layers = new Map();
@@ -624,32 +914,44 @@
       // The cursor before the snapshot: a change made meanwhile is read again, never missed.
       const start = await data(`/events?after=latest&mapId=${mapId}`);
       const base = `/maps/${mapId}`;
-      const [map, layers, categories, tags, collection] = await Promise.all([
+      const [map, layers, categories, tags, overview] = await Promise.all([
         data(base),
         listAll(`${base}/layers`, "layers"),
         listAll(`${base}/categories`, "categories"),
         listAll(`${base}/tags`, "tags"),
-        request(`${base}/locations.geojson`),
+        data(overviewPath(mapId)),
       ]);
+      const clustered = overview.total > DRAWN_ONE_BY_ONE_UP_TO;
+      const collection = clustered ? null : await request(`${base}/locations.geojson`);
       if (generation !== state.generation) return;
       state.mapId = mapId;
       state.cursor = start.next;
       state.layers = new Map(layers.map((layer) => [layer.id, layer]));
       state.categories = new Map(categories.map((category) => [category.id, category]));
       state.tags = new Map(tags.map((tag) => [tag.id, tag]));
-      state.locations = new Map(collection.features.map((feature) => [feature.id, fromFeature(feature)]));
-      state.renderer = state.locations.size > SVG_MARKERS_UP_TO ? canvasRenderer : svgRenderer;
+      state.clustered = clustered;
+      state.total = overview.total;
       showMapTitle(map);
-      fitToShown(); // first: each marker is then placed once, in the final view
-      for (const loc of state.locations.values()) placeMarker(loc);
-      drawLayerSwitches();
+      if (clustered) {
+        state.renderer = svgRenderer;
+        fitToAnswer(overview);
+        drawLayerSwitches();
+        await viewport();
+        if (generation !== state.generation) return;
+      } else {
+        state.locations = new Map(collection.features.map((feature) => [feature.id, fromFeature(feature)]));
+        state.renderer = state.locations.size > SVG_MARKERS_UP_TO ? canvasRenderer : svgRenderer;
+        fitToShown(); // first: each marker is then placed once, in the final view
+        for (const loc of state.locations.values()) placeMarker(loc);
+        drawLayerSwitches();
+      }
       showCount();
       state.failures = 0;
       page.dataset.state = "ready";
       // After the renderer's own frame: the markers are on screen.
       requestAnimationFrame(() => performance.mark("mapapi-view-drawn"));
       showLive("live");
-      later(poll, nextDelay());
+      later(poll, followDelay());
       if (searchInput.value.trim()) search();
     } catch (error) {
       if (generation !== state.generation) return;
@@ -684,6 +986,10 @@
     const number = (searchNumber += 1);
     const generation = state.generation;
     if (state.mapId === null) return;
+    if (state.clustered) {
+      searchClusters(query, number, generation);
+      return;
+    }
     if (!query) {
       state.query = "";
       state.matches = null;
@@ -702,6 +1008,28 @@
       if (error instanceof KeyRefused) askForKey(error.message);
       else say(error.message);
     }
+  }
+
+  /** A big map's search: the view moved to where the matches are, and read with q. */
+  async function searchClusters(query, number, generation) {
+    state.query = query;
+    if (query) {
+      const wait = pace.take();
+      if (wait > 0) {
+        searchTimer = setTimeout(search, wait);
+        return;
+      }
+      try {
+        const found = await data(overviewPath(state.mapId, filterQuery()));
+        if (number !== searchNumber || generation !== state.generation) return;
+        fitToAnswer(found);
+      } catch (error) {
+        if (error instanceof KeyRefused) askForKey(error.message);
+        else say(error.message);
+        return;
+      }
+    }
+    readView(true);
   }
 
   searchInput.addEventListener("input", () => {
