@@ -153,8 +153,9 @@ def test_get_location_costs_a_small_fixed_number_of_statements(api, statements):
 #: prints the same counts, and lists them with --show-sql).
 BENCHMARKED = {
     "GET /maps/:id": 1,  # key and map in one, on the driver (storage.driver)
-    # key, then BEGIN, map, count, page (tag and layer ids in each row), the page's layers
-    "GET locations": 6,
+    # key, then BEGIN, map, count, the page as one JSON value the database
+    # writes (each location's tag ids and layers in it)
+    "GET locations": 5,
     # key (checked without the write lock), then BEGIN IMMEDIATE, map
     # (locked), categories and tags (one), 2 INSERTs, the INSERT of the events
     "POST location": 7,

@@ -197,12 +197,7 @@ def load_phase(
     bare = next(s for s in scenarios if s.server == "bare")
     app_scenarios = [s for s in scenarios if s.server != "bare"]
 
-    def measure(scenario, tag, warmup, duration):
-        return measure_scenario(
-            wrk, options, scenario, servers[scenario.server], files[scenario.key],
-            (warmup, duration), processes, f"{backend} run {tag}",
-        )  # fmt: skip
-
+    measure = measurer(wrk, options, servers, files, processes, f"{backend} run")
     runs = []
     for run in range(1, options.runs + 1):
         tag = f"{run}/{options.runs}"
@@ -220,6 +215,19 @@ def load_phase(
         runs.append({key: combine(results) for key, results in measured.items()})
         runs[-1]["bare"] = combine_bare(bares)
     return runs
+
+
+def measurer(wrk: str, options, servers: dict, files: dict, processes: Processes, prefix: str):
+    """``measure(scenario, tag, warmup, duration)``: ``measure_scenario`` of a
+    scenario on its server (``servers``) with its request file (``files``)."""
+
+    def measure(scenario, tag, warmup, duration):
+        return measure_scenario(
+            wrk, options, scenario, servers[scenario.server], files[scenario.key],
+            (warmup, duration), processes, f"{prefix} {tag}",
+        )  # fmt: skip
+
+    return measure
 
 
 def twin_groups(scenarios: list[Scenario]) -> list[list[Scenario]]:

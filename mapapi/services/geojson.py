@@ -1,5 +1,8 @@
 """Locations as GeoJSON Features, written by the database: the export's
-streamed FeatureCollection and the pages of ``/ogcapi``'s items.
+streamed FeatureCollection and the pages of ``/ogcapi``'s items. The list's
+pages of locations (``location_reads``) are written with the same
+functions (``members``, ``array_in_order``, ``documents_page``) in the
+API's Location shape.
 
 Each Feature's JSON text is built by the database in the statement that
 selects it (SQLite's ``json_object``, PostgreSQL's ``json_build_object``),
@@ -19,7 +22,7 @@ memory with pages of 200, 26 MB with pages of 500 (measured with
 
 from collections.abc import Iterator
 
-from sqlalchemy import Text, cast, func, literal_column, select
+from sqlalchemy import Text, bindparam, cast, func, literal_column, select
 
 from ..extensions import db
 from ..storage.models import Layer, Location, LocationTag, location_layers
@@ -30,6 +33,8 @@ from ..storage.sqlformat import (
     json_document,
     json_float,
     json_object,
+    json_text_object,
+    json_texts_agg,
 )
 from .location_filters import Selection
 
@@ -39,19 +44,20 @@ _locations, _layers, _links = Location.__table__, Layer.__table__, LocationTag._
 _c = _locations.c
 
 
-def _ids_in_order(column, where, order_by):
+def array_in_order(column, where, order_by, aggregate=json_array_agg):
     """A scalar subquery: the JSON array of ``column``'s values that ``where``
-    selects, in the order ``order_by`` gives (correlated to the location)."""
+    selects, in the order ``order_by`` gives (correlated to the location);
+    ``aggregate=json_texts_agg`` for values that are JSON texts already."""
     ordered = select(column.label("value")).where(where).order_by(order_by)
     ordered = ordered.correlate(_locations).subquery()
-    return json_document(select(json_array_agg(ordered.c.value)).scalar_subquery())
+    return json_document(select(aggregate(ordered.c.value)).scalar_subquery())
 
 
-def _members(*pairs):
-    """``json_object`` of ``(key, value)`` pairs; keys written into the SQL."""
-    return json_object(
-        *(part for key, value in pairs for part in (literal_column(f"'{key}'"), value))
-    )
+def members(*pairs, joined=False):
+    """``json_object`` of ``(key, value)`` pairs; keys written into the SQL.
+    ``joined``: ``json_text_object``, whose documents inside are not parsed again."""
+    kind = json_text_object if joined else json_object
+    return kind(*(part for key, value in pairs for part in (literal_column(f"'{key}'"), value)))
 
 
 def _constant(text: str):
@@ -59,10 +65,10 @@ def _constant(text: str):
     return json_document(literal_column(f"'\"{text}\"'"))
 
 
-_TAG_IDS = _ids_in_order(
+TAG_IDS = array_in_order(
     _links.c.tag_id, _links.c.location_id == _c.id, _links.c.position
 )
-_LAYER_IDS = _ids_in_order(
+_LAYER_IDS = array_in_order(
     location_layers.c.layer_id,
     (location_layers.c.location_id == _c.id)
     & (_layers.c.id == location_layers.c.layer_id),
@@ -70,24 +76,24 @@ _LAYER_IDS = _ids_in_order(
 )
 #: A location as the export's Feature (contract section 9), as JSON text.
 FEATURE = cast(
-    _members(
+    members(
         ("type", _constant("Feature")),
         ("id", _c.id),
         (
             "geometry",
-            _members(
+            members(
                 ("type", _constant("Point")),
                 ("coordinates", json_array(json_float(_c.lng), json_float(_c.lat))),
             ),
         ),
         (
             "properties",
-            _members(
+            members(
                 ("name", _c.name),
                 ("description", _c.description),
                 ("address", _c.address),
                 ("categoryId", _c.category_id),
-                ("tagIds", _TAG_IDS),
+                ("tagIds", TAG_IDS),
                 ("layerIds", _LAYER_IDS),
                 ("properties", json_document(_c.properties)),
                 ("externalId", _c.external_id),
@@ -122,6 +128,29 @@ def feature_rows(map_id: str, chosen: Selection, limit: int, after=None) -> list
     keys = keys.subquery()
     page = select(_c.pk, keys.c.sort_key, FEATURE).join_from(keys, _locations, _c.pk == keys.c.key_pk)
     return chosen.in_order(db.session.connection().execute(page).all())
+
+
+def documents_page(where: tuple, order_by: tuple, shape, exact):
+    """A statement answering one row: the JSON array's text of ``shape`` (a
+    location's document, as ``FEATURE`` is) for the locations ``where``
+    selects in the order ``order_by`` gives, ``limit`` of them after the
+    first ``offset`` (bound parameters), built by the database; and whether
+    ``exact`` (1 or 0) holds for each of them (NULL for none).
+
+    The page's keys first, from the order's index alone, and only then the
+    documents of those: the rows an OFFSET skips are never formatted.
+    """
+    keys = (
+        select(_c.pk).where(*where).order_by(*order_by)
+        .limit(bindparam("limit")).offset(bindparam("offset")).subquery()
+    )  # fmt: skip
+    documents = (
+        select(shape.label("document"), exact.label("exact"))
+        .join_from(_locations, keys, _c.pk == keys.c.pk)
+        .order_by(*order_by)
+        .subquery()
+    )
+    return select(json_texts_agg(documents.c.document), func.min(documents.c.exact))
 
 
 def count_features(map_id: str, chosen: Selection) -> int:

@@ -1,7 +1,7 @@
 """Values the database hands back already written as text: timestamps as
 the API writes them and, on SQLite, floats and whole result sets as JSON."""
 
-from sqlalchemy import Boolean, String
+from sqlalchemy import Boolean, Integer, String
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -100,6 +100,35 @@ def _pg_json_object(element, compiler, **kw):
     return "('{' || " + " || ',' || ".join(members) + " || '}')"
 
 
+class json_text_object(FunctionElement):
+    """``json_object`` put together as text on both databases: on SQLite too,
+    each member's text is joined as it is, so a document inside (a stored
+    ``properties``, a subquery's array) is not parsed again to be embedded."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_text_object"
+
+
+@compiles(json_text_object)
+def _json_text_object(element, compiler, **kw):
+    return _joined_members(element, _sqlite_json_text, compiler, **kw)
+
+
+@compiles(json_text_object, "postgresql")
+def _pg_json_text_object(element, compiler, **kw):
+    return _joined_members(element, _pg_json_text, compiler, **kw)
+
+
+def _joined_members(element, text_of, compiler, **kw) -> str:
+    parts = list(element.clauses)
+    members = [
+        f"""'"{key.name.strip("'")}":' || {text_of(value, compiler, **kw)}"""
+        for key, value in zip(parts[::2], parts[1::2], strict=True)
+    ]
+    return "('{' || " + " || ',' || ".join(members) + " || '}')"
+
+
 class json_array(FunctionElement):
     """A JSON array of its arguments."""
 
@@ -184,11 +213,112 @@ def _pg_json_document(element, compiler, **kw):
 
 
 @compiles(json_document, "sqlite")
-def _sqlite_json_document(element, compiler, **kw):
-    return f"json({compiler.process(element.clauses, **kw)})"
+def _sqlite_json_document(element, compiler, json_unwrapped=False, **kw):
+    return _json_of(compiler.process(element.clauses, **kw), json_unwrapped)
 
 
-_JSON_TEXTS = (json_object, json_array, json_array_agg, json_float, json_document)
+def _json_of(text: str, unwrapped: bool) -> str:
+    """SQLite: ``json(text)``, embedded by its JSON functions as JSON; or the
+    text itself, for ``json_text_object`` to join."""
+    return text if unwrapped else f"json({text})"
+
+
+class json_texts_agg(FunctionElement):
+    """An aggregate: JSON texts (documents built by the database) joined into
+    one JSON array's text, in the order the rows come (``[]`` for none),
+    without parsing them again; fed from an ordered subquery, as
+    ``json_array_agg``."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_texts_agg"
+
+
+@compiles(json_texts_agg)
+def _json_texts_agg(element, compiler, **kw):
+    return f"coalesce('[' || group_concat({compiler.process(element.clauses, **kw)}, ',') || ']', '[]')"
+
+
+@compiles(json_texts_agg, "postgresql")
+def _pg_json_texts_agg(element, compiler, **kw):
+    return (
+        f"coalesce('[' || string_agg({compiler.process(element.clauses, **kw)}, ',') || ']', '[]')"
+    )
+
+
+class json_bool(FunctionElement):
+    """A boolean column as JSON ``true`` or ``false`` (SQLite holds 1 and 0)."""
+
+    type = String()
+    inherit_cache = True
+    name = "json_bool"
+
+
+@compiles(json_bool)
+def _json_bool(element, compiler, json_unwrapped=False, **kw):
+    column = compiler.process(element.clauses, **kw)
+    return _json_of(f"(CASE WHEN {column} THEN 'true' ELSE 'false' END)", json_unwrapped)
+
+
+@compiles(json_bool, "postgresql")
+def _pg_json_bool(element, compiler, **kw):
+    return f"(CASE WHEN {compiler.process(element.clauses, **kw)} THEN 'true' ELSE 'false' END)"
+
+
+# The range where both databases write a float without an exponent, as
+# orjson does: there the shortest digits that read back are the same text.
+_PLAIN_FLOAT = "({c} = 0 OR (abs({c}) >= 0.0001 AND abs({c}) < 1e15))"
+
+
+class api_float(FunctionElement):
+    """A float column as the JSON number the API's encoder (orjson) writes
+    for it: the shortest digits that read back as the very float stored,
+    with ``.0`` when whole; exact where ``api_float_written`` holds (no
+    exponent: coordinates, which are at most 180, unless below 0.0001).
+    SQLite's ``printf`` is asked for 15, then 16, then 17 digits (see
+    ``exact_float`` for how far 17 are exact)."""
+
+    type = String()
+    inherit_cache = True
+    name = "api_float"
+
+
+@compiles(api_float, "sqlite")
+def _sqlite_api_float(element, compiler, json_unwrapped=False, **kw):
+    column = compiler.process(element.clauses, **kw)
+    digits = [f"printf('%!.{n}g', {column})" for n in (15, 16)]
+    text = (
+        f"(CASE WHEN CAST({digits[0]} AS REAL) = {column} THEN {digits[0]} "
+        f"WHEN CAST({digits[1]} AS REAL) = {column} THEN {digits[1]} "
+        f"ELSE printf('%!.17g', {column}) END)"
+    )
+    return _json_of(text, json_unwrapped)
+
+
+@compiles(api_float, "postgresql")
+def _pg_api_float(element, compiler, **kw):
+    text = f"({compiler.process(element.clauses, **kw)})::text"
+    return f"(CASE WHEN strpos({text}, '.') = 0 THEN {text} || '.0' ELSE {text} END)"
+
+
+class api_float_written(FunctionElement):
+    """Whether ``api_float`` writes the column exactly as the API's encoder: 1 or 0."""
+
+    type = Integer()
+    inherit_cache = True
+    name = "api_float_written"
+
+
+@compiles(api_float_written)
+def _api_float_written(element, compiler, **kw):
+    condition = _PLAIN_FLOAT.format(c=compiler.process(element.clauses, **kw))
+    return f"(CASE WHEN {condition} THEN 1 ELSE 0 END)"
+
+
+_JSON_TEXTS = (
+    json_object, json_text_object, json_array, json_array_agg, json_float, json_document,
+    json_texts_agg, json_bool, api_float,
+)  # fmt: skip
 
 
 def _pg_json_text(value, compiler, **kw) -> str:
@@ -197,6 +327,17 @@ def _pg_json_text(value, compiler, **kw) -> str:
     if isinstance(value, _JSON_TEXTS):
         return compiled
     return f"coalesce(to_json({compiled})::text, 'null')"
+
+
+def _sqlite_json_text(value, compiler, **kw) -> str:
+    """SQLite: ``value`` as JSON text to join: a document's own text, not
+    parsed again by ``json()``; any other value by ``json_quote``."""
+    if isinstance(value, json_document | json_bool | api_float):
+        return compiler.process(value, json_unwrapped=True, **kw)
+    compiled = compiler.process(value, **kw)
+    if isinstance(value, _JSON_TEXTS):
+        return compiled
+    return f"json_quote({compiled})"
 
 
 # --- comparisons as CQL2 means them: case-sensitive, by code point ---------------
