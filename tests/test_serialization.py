@@ -99,6 +99,8 @@ def samples():
     yield from (("PingSchema", delivery) for delivery in deliveries)
     event = {"id": "7", "type": "map.deleted", "created_at": utcnow(), "map_id": "m", "data": {}}
     yield "EventFeedSchema", {"events": [event], "next": "7", "has_more": False}
+    bucket = {"limit": 100, "remaining": 40, "reset": 1796677210, "window": "100 per hour"}
+    yield "RateLimitsSchema", {"buckets": {"general": bucket, "map_creation": bucket, "bulk": bucket, "sync": bucket}}
     yield "FeatureCollectionSchema", {
         "type": "FeatureCollection",
         "features": [
