@@ -9,6 +9,7 @@ from mapapi.contract.jsonprovider import encode
 from mapapi.contract.pagination import paginate
 from mapapi.contract.schemas import LocationSchema
 from mapapi.extensions import db
+from mapapi.oauth.storage import OAuthGrant
 from mapapi.services.location_reads import location_page, read_location
 from mapapi.services.locations import LOCATION_LOADS
 from mapapi.storage.models import (
@@ -79,6 +80,7 @@ def samples():
         "LocationList": select(Location).options(*LOCATION_LOADS),
         "WebhookList": select(Webhook),
         "DeliveryList": select(WebhookDelivery),
+        "GrantList": select(OAuthGrant),
     }
     yield from (("MapSchema", m) for m in db.session.scalars(select(Map)))
     yield from (("LocationSchema", loc) for loc in locations)
@@ -101,6 +103,8 @@ def samples():
     yield "EventFeedSchema", {"events": [event], "next": "7", "has_more": False}
     bucket = {"limit": 100, "remaining": 40, "reset": 1796677210, "window": "100 per hour"}
     yield "RateLimitsSchema", {"buckets": {"general": bucket, "map_creation": bucket, "bulk": bucket, "sync": bucket}}
+    cluster = {"lat": 1.5, "lng": 2.5, "count": 3, "bbox": [2.0, 1.0, 3.0, 2.0]}
+    yield "ClustersSchema", {"clusters": [cluster], "locations": locations, "total": 3 + len(locations)}
     yield "FeatureCollectionSchema", {
         "type": "FeatureCollection",
         "features": [
