@@ -32,9 +32,9 @@ SQLite's single writer), so two writers never update the same cells in
 opposite orders. The deletes that cascade from a map are skipped: its
 cells go with it (``ON DELETE CASCADE``).
 
-``create_all`` makes the triggers after the tables (``_after_create``); the
-migration that added the table makes them and fills the table from the
-rows there (``fill_cells``).
+``create_all`` makes the triggers after the tables (``_after_create``) each
+time it runs, so they are made only where missing; the migration that added
+the table makes them and fills the table from the rows there (``fill_cells``).
 """
 
 import math
@@ -193,12 +193,12 @@ def _sqlite_triggers() -> list[str]:
     old = "(SELECT old.map_id AS map_id, old.lat AS lat, old.lng AS lng)"
     removed = "; ".join(remove_sql(old))
     return [
-        f"CREATE TRIGGER {TABLE}_insert AFTER INSERT ON locations BEGIN {add_sql(new, dialect)}; END",
+        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_insert AFTER INSERT ON locations BEGIN {add_sql(new, dialect)}; END",
         # A map's delete cascades to its locations after its own row is gone:
         # its cells go with it.
-        f"CREATE TRIGGER {TABLE}_delete AFTER DELETE ON locations"
+        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_delete AFTER DELETE ON locations"
         f" WHEN EXISTS (SELECT 1 FROM maps WHERE maps.id = old.map_id) BEGIN {removed}; END",
-        f"CREATE TRIGGER {TABLE}_update AFTER UPDATE OF lat, lng ON locations"
+        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_update AFTER UPDATE OF lat, lng ON locations"
         " WHEN old.lat IS NOT new.lat OR old.lng IS NOT new.lng"
         f" BEGIN {removed}; {add_sql(new, dialect)}; END",
     ]
