@@ -1,15 +1,14 @@
 """Client ID Metadata Documents fetched over real TLS from a server of the test."""
 
 import json
-import shutil
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from .oauth_flow import REDIRECT, approve, authorize_url, code_of, exchange, pkce
+from .tls import serve_over_tls
 
 
 class Documents(BaseHTTPRequestHandler):
@@ -41,20 +40,8 @@ class Documents(BaseHTTPRequestHandler):
 @pytest.fixture
 def documents(app, tmp_path):
     """An https server on localhost whose certificate the app trusts; its base URL."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
     server = ThreadingHTTPServer(("127.0.0.1", 0), Documents)
-    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_side.load_cert_chain(cert, key)
-    server.socket = server_side.wrap_socket(server.socket, server_side=True)
+    cert = serve_over_tls(server, tmp_path)
     Documents.base = f"https://localhost:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -4,10 +4,8 @@ sender's bounds and the address guard at every attempt."""
 import asyncio
 import json
 import logging
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from datetime import timedelta
@@ -34,6 +32,7 @@ from mapapi.timeutil import parse_timestamp
 from .helpers import data_of, wait_until
 from .hostile_peers import HANGING_DOMAIN, HangingResolver
 from .receiver import Receiver
+from .tls import serve_over_tls
 
 QUICK_SCHEDULE = (0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1)
 
@@ -501,19 +500,7 @@ def test_the_secret_is_never_logged(app, api, receiver, worker, caplog):
 @pytest.fixture
 def https_receiver(tmp_path, receiver):
     """``receiver`` behind TLS, with a certificate for ``localhost`` made here."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_side.load_cert_chain(cert, key)
-    receiver.server.socket = server_side.wrap_socket(receiver.server.socket, server_side=True)
+    cert = serve_over_tls(receiver.server, tmp_path)
     return receiver, cert
 
 
