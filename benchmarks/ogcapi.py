@@ -143,7 +143,8 @@ def measure_backend(backend: str, workdir: Path, options) -> list[dict]:
             headers = {"Authorization": f"Bearer {secret}"}
             export = workdir / "export.geojson"
             with requests.get(
-                f"{mapapi.base_url}/api/v1/maps/{map_id}/locations.geojson", headers=headers, stream=True
+                f"{mapapi.base_url}/api/v1/maps/{map_id}/locations.geojson",
+                headers=headers, stream=True, timeout=600,
             ) as answer:
                 answer.raise_for_status()
                 with open(export, "wb") as out:
@@ -245,21 +246,21 @@ def ogr2ogr(*arguments: str) -> None:
 
 def compare(backend: str, mapapi: str, peer: str, map_id: str, headers: dict, options) -> list[dict]:
     items = f"{mapapi}/ogcapi/collections/{map_id}/items"
-    first = requests.get(items, params={"limit": 1}, headers=headers).json()["features"][0]
+    first = requests.get(items, params={"limit": 1}, headers=headers, timeout=60).json()["features"][0]
     lng, lat = first["geometry"]["coordinates"]
     box = f"{lng - 0.002:.4f},{lat - 0.002:.4f},{lng + 0.002:.4f},{lat + 0.002:.4f}"
-    ours = requests.get(items, params={"bbox": box, "limit": 1000}, headers=headers).json()
+    ours = requests.get(items, params={"bbox": box, "limit": 1000}, headers=headers, timeout=60).json()
     theirs = requests.get(
-        f"{peer}/collections/points/items", params={"bbox": box, "limit": 1000, "f": "json"}
+        f"{peer}/collections/points/items", params={"bbox": box, "limit": 1000, "f": "json"}, timeout=60
     ).json()
     ours_ids = {feature["id"] for feature in ours["features"]}
     theirs_ids = {feature["properties"].get("id", feature.get("id")) for feature in theirs["features"]}
     if ours_ids != theirs_ids or not ours_ids:
         raise SystemExit(f"the two servers disagree on bbox={box}: {len(ours_ids)} vs {len(theirs_ids)}")
     progress(f"  bbox {box}: {len(ours_ids)} Features on both")
-    deep = requests.get(items, params={"limit": 100}, headers=headers).json()
+    deep = requests.get(items, params={"limit": 100}, headers=headers, timeout=60).json()
     for _ in range(min(99, options.locations // 100 - 1)):
-        deep = requests.get(next_link(deep), headers=headers).json()
+        deep = requests.get(next_link(deep), headers=headers, timeout=60).json()
     deep_url = next(link["href"] for link in deep["links"] if link["rel"] == "self")
     pairs = {
         "items, page of 1,000": (

@@ -136,7 +136,7 @@ def main(arguments: list[str]) -> None:
     except EnvFileError as error:
         print(f"Error: {error}", file=sys.stderr)
         sys.exit(2)
-    os.execvpe(arguments[1], arguments[1:], environment)
+    os.execvpe(arguments[1], arguments[1:], environment)  # noqa: S606 - the operator's command, as given
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def _spread_select(dialect: str) -> str:
     if dialect == "postgresql":
         properties = f"CAST({properties} AS JSON)"
     return (
-        f"SELECT {ident}, :map_id, 'Place ' || i, {lat}, {lng}, '', '', "
+        f"SELECT {ident}, :map_id, 'Place ' || i, {lat}, {lng}, '', '', "  # noqa: S608 (constants)
         f"{properties}, 'place ' || i, '', '', :now, :now"
         f" FROM ({numbers}) AS numbers JOIN ({cities}) AS cities ON cities.c = i % {_SIDE}"
     )

@@ -40,7 +40,7 @@ def test_a_401_from_mcp_points_to_the_metadata_documents(client):
     server = client.get("/.well-known/oauth-authorization-server").get_json()
     assert server["issuer"] == resource["authorization_servers"][0]
     assert server["authorization_endpoint"] == "http://localhost/oauth/authorize"
-    assert server["token_endpoint"] == "http://localhost/oauth/token"
+    assert server["token_endpoint"] == "http://localhost/oauth/token"  # noqa: S105 - a URL
     assert server["registration_endpoint"] == "http://localhost/oauth/register"
     assert server["response_types_supported"] == ["code"]
     assert server["grant_types_supported"] == ["authorization_code", "refresh_token"]
@@ -54,7 +54,7 @@ def test_the_public_url_is_the_base_of_every_oauth_url(app_config, app):
     client = app.test_client()
     server = client.get("/.well-known/oauth-authorization-server").get_json()
     assert server["issuer"] == "https://maps.example.com"
-    assert server["token_endpoint"] == "https://maps.example.com/oauth/token"
+    assert server["token_endpoint"] == "https://maps.example.com/oauth/token"  # noqa: S105 - a URL
     answer = mcp(client, "", "tools/list")
     assert 'resource_metadata="https://maps.example.com/.well-known/oauth-protected-resource/mcp"' in (
         answer.headers["WWW-Authenticate"]
@@ -90,7 +90,7 @@ def test_registration_takes_public_clients_and_ignores_what_it_does_not_use(clie
     assert answer.status_code == 201
     body = answer.get_json()
     assert body["client_id"] and "client_secret" not in body
-    assert body["token_endpoint_auth_method"] == "none"
+    assert body["token_endpoint_auth_method"] == "none"  # noqa: S105 - a method name
     assert body["redirect_uris"] == ["https://app.example/cb", "http://localhost/cb"]
 
 

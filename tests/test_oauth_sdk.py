@@ -94,7 +94,7 @@ def provider_for(base: str, person: Person, storage: MemoryStorage) -> OAuthClie
             redirect_uris=[REDIRECT],
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
-            token_endpoint_auth_method="none",
+            token_endpoint_auth_method="none",  # noqa: S106 - a method name
             scope="mapapi:read mapapi:write",
         ),
         storage=storage,

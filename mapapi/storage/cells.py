@@ -111,7 +111,7 @@ def _grouped(source: str, levels: str | None = None) -> str:
     with their aggregates."""
     shift = f"({DEEPEST} - l.level)"
     return (
-        f"SELECT s.map_id AS map_id, l.level AS level, s.cx >> {shift} AS x, s.cy >> {shift} AS y,"
+        f"SELECT s.map_id AS map_id, l.level AS level, s.cx >> {shift} AS x, s.cy >> {shift} AS y,"  # noqa: S608 (constants)
         " count(*) AS count, sum(s.lat) AS sum_lat, sum(s.lng) AS sum_lng,"
         " min(s.lat) AS min_lat, max(s.lat) AS max_lat, min(s.lng) AS min_lng, max(s.lng) AS max_lng"
         f" FROM (SELECT map_id, lat, lng, {cell_x_sql('lng', DEEPEST)} AS cx,"
@@ -196,7 +196,7 @@ def _sqlite_triggers() -> list[str]:
         f"CREATE TRIGGER IF NOT EXISTS {TABLE}_insert AFTER INSERT ON locations BEGIN {add_sql(new, dialect)}; END",
         # A map's delete cascades to its locations after its own row is gone:
         # its cells go with it.
-        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_delete AFTER DELETE ON locations"
+        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_delete AFTER DELETE ON locations"  # noqa: S608 (constants)
         f" WHEN EXISTS (SELECT 1 FROM maps WHERE maps.id = old.map_id) BEGIN {removed}; END",
         f"CREATE TRIGGER IF NOT EXISTS {TABLE}_update AFTER UPDATE OF lat, lng ON locations"
         " WHEN old.lat IS NOT new.lat OR old.lng IS NOT new.lng"
