@@ -1,6 +1,7 @@
 """The in-memory rate-limit storage: windows as exact as limits' own, pruned
 by one long-lived thread instead of a new thread every 10 ms of traffic."""
 
+import threading
 import time
 
 import pytest
@@ -51,3 +52,22 @@ def test_the_general_bucket_still_refuses_at_its_limit(app, api):
     app.extensions["mapapi.buckets"].items["general"] = parse("3 per hour")
     statuses = [api.get("/maps").status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
+
+
+def test_a_window_is_read_under_the_lock_the_pruner_takes():
+    """While the pruner holds a key's lock (shortening its list), a read of
+    that key's window waits for it, and then counts what is left."""
+    storage = SteadyMemoryStorage()
+    limiter, limit = MovingWindowRateLimiter(storage), parse("5 per minute")
+    for _ in range(3):
+        assert limiter.hit(limit, "k")
+    key = limit.key_for("k")
+    answers = []
+    reader = threading.Thread(target=lambda: answers.append(storage.get_moving_window(key, 5, 60)))
+    with storage.locks[key]:
+        reader.start()
+        reader.join(timeout=0.3)
+        assert reader.is_alive() and not answers  # waiting for the lock
+        del storage.events[key][1:]
+    reader.join(timeout=5)
+    assert answers and answers[0][1] == 1

@@ -32,6 +32,13 @@ class SteadyMemoryStorage(MemoryStorage):
         self.timer = _Pruner(self)
         self.timer.start()
 
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
+        """limits reads a window without its key's lock: the pruner could
+        shorten the list between the search and the read (an IndexError,
+        a 500). Read it under the lock the pruner takes."""
+        with self.locks[key]:
+            return super().get_moving_window(key, limit, expiry)
+
     def prune(self) -> None:
         """Drop every entry and counter past its expiry, and keys left with none."""
         now = time.time()
