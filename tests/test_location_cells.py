@@ -19,7 +19,7 @@ COLUMNS = "map_id, level, x, y, count, sum_lat, sum_lng, min_lat, max_lat, min_l
 def cells_of(app, map_id: str) -> dict:
     with app.app_context():
         rows = db.session.execute(
-            text(f"SELECT {COLUMNS} FROM {TABLE} WHERE map_id = :m")  # noqa: S608 (constants), {"m": map_id}
+            text(f"SELECT {COLUMNS} FROM {TABLE} WHERE map_id = :m"), {"m": map_id}  # noqa: S608 (constants)
         ).all()
         return {(row.level, row.x, row.y): tuple(row[4:]) for row in rows}
 
@@ -35,7 +35,7 @@ def counted_again(app, map_id: str) -> dict:
 
 def cells_of_session(map_id: str) -> dict:
     rows = db.session.execute(
-        text(f"SELECT {COLUMNS} FROM {TABLE} WHERE map_id = :m")  # noqa: S608 (constants), {"m": map_id}
+        text(f"SELECT {COLUMNS} FROM {TABLE} WHERE map_id = :m"), {"m": map_id}  # noqa: S608 (constants)
     ).all()
     return {(row.level, row.x, row.y): tuple(row[4:]) for row in rows}
 
